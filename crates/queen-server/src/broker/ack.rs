@@ -1,0 +1,33 @@
+//! Ack: move consumer cursors, release leases, retry or dead-letter.
+
+use queen_proto::ConsumerGroup;
+
+use super::{Broker, BrokerError};
+use crate::store::{AckItem, AckOutcome};
+
+/// A validated ack batch for one consumer group.
+#[derive(Debug, Clone)]
+pub struct AckRequest {
+    pub group: ConsumerGroup,
+    pub items: Vec<AckItem>,
+}
+
+impl Broker {
+    /// Applies the acks and wakes pops parked on queues whose leases were released.
+    pub async fn ack(&self, req: &AckRequest) -> Result<Vec<AckOutcome>, BrokerError> {
+        let outcomes = self
+            .store
+            .acknowledge(req.group.as_str(), &req.items)
+            .await?;
+        let mut woken: Vec<&str> = Vec::new();
+        for o in &outcomes {
+            if let (true, Some(q)) = (o.lease_released, o.queue_name.as_deref()) {
+                if !woken.contains(&q) {
+                    self.waker.notify(q);
+                    woken.push(q);
+                }
+            }
+        }
+        Ok(outcomes)
+    }
+}

@@ -1,0 +1,123 @@
+//! Pop: claim a leased batch, optionally parking as a long poll until one is there.
+
+use std::time::Duration;
+
+use queen_proto::{ConsumerGroup, PartitionName, QueueName};
+use tokio::time::Instant;
+use uuid::Uuid;
+
+use super::long_poll::Backoff;
+use super::{Broker, BrokerError};
+use crate::config::SubscriptionMode;
+use crate::store::{ClaimRequest, ClaimedMessage, StoreError};
+
+/// A validated pop request.
+#[derive(Debug, Clone)]
+pub struct PopRequest {
+    pub queue: QueueName,
+    /// `None`: any partition (the wildcard route).
+    pub partition: Option<PartitionName>,
+    pub group: ConsumerGroup,
+    pub batch: u32,
+    pub max_partitions: u32,
+    pub wait: bool,
+    pub timeout: Duration,
+    pub auto_ack: bool,
+    pub subscription_mode: SubscriptionMode,
+    pub subscription_from: Option<String>,
+}
+
+/// What a pop produced.
+#[derive(Debug)]
+pub enum PopOutcome {
+    /// Messages, with the lease id (empty with autoAck) and partitions claimed.
+    Messages {
+        messages: Vec<ClaimedMessage>,
+        lease_id: String,
+        partitions_claimed: usize,
+    },
+    /// Nothing to deliver (HTTP 204).
+    Empty,
+    /// The database failed; the clients expect `200 {"success": false}` then.
+    Failed(StoreError),
+}
+
+impl Broker {
+    /// Pops for `req`. With `wait`, parks until a message is claimable or the
+    /// timeout elapses, re-checking on every wake and on a bounded interval.
+    pub async fn pop(&self, req: &PopRequest) -> Result<PopOutcome, BrokerError> {
+        let deadline = Instant::now() + req.timeout;
+        let mut backoff = Backoff::new(&self.config.pop);
+        loop {
+            // register for wakes before checking, so a push in between is not missed
+            let notify = self.waker.subscribe(req.queue.as_str());
+            let notified = notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+
+            let outcome = self.pop_once(req).await;
+            match outcome {
+                PopOutcome::Messages { .. } => return Ok(outcome),
+                PopOutcome::Failed(ref e) => {
+                    tracing::debug!(error = %e, queue.name = %req.queue, "pop failed");
+                    if !req.wait || Instant::now() >= deadline {
+                        return Ok(outcome);
+                    }
+                }
+                PopOutcome::Empty => {
+                    if !req.wait || Instant::now() >= deadline {
+                        return Ok(PopOutcome::Empty);
+                    }
+                }
+            }
+            let pause = backoff
+                .next_interval()
+                .min(deadline.saturating_duration_since(Instant::now()));
+            tokio::select! {
+                _ = &mut notified => {}
+                _ = tokio::time::sleep(pause) => {}
+                _ = self.shutdown.cancelled() => return Ok(PopOutcome::Empty),
+            }
+        }
+    }
+
+    /// One attempt to claim messages.
+    async fn pop_once(&self, req: &PopRequest) -> PopOutcome {
+        let queue = match self.queue(req.queue.as_str()).await {
+            Ok(Some(q)) => q,
+            Ok(None) => return PopOutcome::Empty,
+            Err(e) => return PopOutcome::Failed(e),
+        };
+        let lease_id = Uuid::now_v7();
+        let sub_mode = req.subscription_mode.as_str();
+        let claim = ClaimRequest {
+            queue: &queue,
+            partition: req.partition.as_ref().map(PartitionName::as_str),
+            group: req.group.as_str(),
+            batch: i32::try_from(req.batch).unwrap_or(i32::MAX),
+            max_partitions: i32::try_from(req.max_partitions).unwrap_or(i32::MAX),
+            lease_id,
+            auto_ack: req.auto_ack,
+            subscription_mode: sub_mode,
+            subscription_from: req.subscription_from.as_deref(),
+            holder: &self.config.server_id,
+        };
+        match self.store.claim(&claim).await {
+            Ok(messages) if messages.is_empty() => PopOutcome::Empty,
+            Ok(messages) => {
+                let mut partitions: Vec<Uuid> = messages.iter().map(|m| m.partition_id).collect();
+                partitions.dedup();
+                PopOutcome::Messages {
+                    partitions_claimed: partitions.len(),
+                    lease_id: if req.auto_ack {
+                        String::new()
+                    } else {
+                        lease_id.to_string()
+                    },
+                    messages,
+                }
+            }
+            Err(e) => PopOutcome::Failed(e),
+        }
+    }
+}

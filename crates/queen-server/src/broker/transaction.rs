@@ -1,0 +1,103 @@
+//! Transaction: acks and pushes applied atomically in one PostgreSQL transaction.
+
+use queen_proto::ConsumerGroup;
+use uuid::Uuid;
+
+use super::{Broker, BrokerError, PushItem};
+use crate::store::{AckItem, NewMessage, TxFailure, TxOperation, TxOutcome};
+
+/// One validated operation of a transaction.
+#[derive(Debug, Clone)]
+pub enum TxOp {
+    Push(PushItem),
+    Ack { group: ConsumerGroup, item: AckItem },
+}
+
+/// The result of a transaction: what each operation did, or why all were undone.
+#[derive(Debug)]
+pub struct TxResult {
+    /// Id of the transaction itself.
+    pub transaction_id: Uuid,
+    pub outcomes: Vec<TxOutcome>,
+    /// The operations' own input, to echo transaction ids.
+    pub transaction_ids: Vec<String>,
+    pub failure: Option<TxFailure>,
+}
+
+impl Broker {
+    /// Runs every operation in one database transaction.
+    pub async fn transaction(&self, ops: Vec<TxOp>) -> Result<TxResult, BrokerError> {
+        let mut store_ops = Vec::with_capacity(ops.len());
+        let mut transaction_ids = Vec::with_capacity(ops.len());
+        let mut queues: Vec<String> = Vec::new();
+        for op in ops {
+            match op {
+                TxOp::Push(item) => {
+                    let transaction_id = item
+                        .transaction_id
+                        .clone()
+                        .unwrap_or_else(|| Uuid::now_v7().to_string());
+                    let (namespace, task) = item.queue.derived_namespace_task();
+                    transaction_ids.push(transaction_id.clone());
+                    queues.push(item.queue.as_str().to_owned());
+                    store_ops.push(TxOperation::Push {
+                        queue: item.queue.as_str().to_owned(),
+                        namespace,
+                        task,
+                        message: NewMessage {
+                            queue_id: Uuid::nil(),
+                            partition: item.partition.as_str().to_owned(),
+                            message_id: Uuid::now_v7(),
+                            transaction_id,
+                            trace_id: item.trace_id,
+                            payload: item.payload,
+                            producer_sub: item.producer_sub,
+                        },
+                    });
+                }
+                TxOp::Ack { group, item } => {
+                    transaction_ids.push(item.transaction_id.clone());
+                    store_ops.push(TxOperation::Ack {
+                        group: group.as_str().to_owned(),
+                        item,
+                    });
+                }
+            }
+        }
+        let transaction_id = Uuid::now_v7();
+        match self.store.run_transaction(&store_ops).await {
+            Ok(outcomes) => {
+                for o in &outcomes {
+                    if let TxOutcome::Acked(a) = o {
+                        if let (true, Some(q)) = (a.lease_released, a.queue_name.as_deref()) {
+                            self.waker.notify(q);
+                        }
+                    }
+                }
+                queues.dedup();
+                for q in &queues {
+                    self.waker.notify(q);
+                }
+                Ok(TxResult {
+                    transaction_id,
+                    outcomes,
+                    transaction_ids,
+                    failure: None,
+                })
+            }
+            Err(failure) => {
+                if let Some(e) = failure.store.as_ref().filter(|e| e.is_unavailable()) {
+                    return Err(BrokerError::Store(crate::store::StoreError::Unavailable(
+                        e.to_string(),
+                    )));
+                }
+                Ok(TxResult {
+                    transaction_id,
+                    outcomes: Vec::new(),
+                    transaction_ids,
+                    failure: Some(failure),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! Request bodies and query strings, read leniently where the contract says so.
+
+use std::collections::HashMap;
+
+use axum::body::Body;
+use bytes::Bytes;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use super::error::ApiError;
+
+/// Reads the whole body, refusing more than `limit` bytes.
+pub async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
+    axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| ApiError::payload_too_large(limit))
+}
+
+/// Parses a JSON object body. An empty body counts as `{}`.
+pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Map::new());
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::bad_request("Request body must be a JSON object")),
+        Err(e) => Err(ApiError::bad_request(format!("Invalid JSON: {e}"))),
+    }
+}
+
+/// Reads an optional string field: absent and `null` are `None`; any other
+/// non-string is refused with `message`.
+pub fn opt_str<'a>(
+    map: &'a Map<String, Value>,
+    key: &str,
+    message: &str,
+) -> Result<Option<&'a str>, ApiError> {
+    match map.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(ApiError::bad_request(message)),
+    }
+}
+
+/// Reads an optional UUID field; an empty string counts as absent.
+pub fn opt_uuid(map: &Map<String, Value>, key: &str) -> Result<Option<Uuid>, ApiError> {
+    let bad = || ApiError::bad_request(format!("{key} must be a valid UUID"));
+    match opt_str(map, key, &format!("{key} must be a string"))? {
+        None | Some("") => Ok(None),
+        Some(s) => Uuid::parse_str(s).map(Some).map_err(|_| bad()),
+    }
+}
+
+/// Query parameters of a request, by name.
+pub type Query = HashMap<String, String>;
+
+/// A query boolean: `true` or `1` are true, anything else (or absent) is the default.
+pub fn query_bool(q: &Query, key: &str, default: bool) -> bool {
+    match q.get(key).map(String::as_str) {
+        Some("true" | "1") => true,
+        Some(_) => false,
+        None => default,
+    }
+}
+
+/// A query integer; unparsable or absent gives the default.
+pub fn query_u64(q: &Query, key: &str, default: u64) -> u64 {
+    q.get(key)
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(default)
+}
+
+/// A query string; empty counts as absent.
+pub fn query_str<'a>(q: &'a Query, key: &str) -> Option<&'a str> {
+    q.get(key).map(String::as_str).filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_body_is_an_empty_object() {
+        assert!(parse_object(b"").unwrap().is_empty());
+        assert!(parse_object(b"  \n").unwrap().is_empty());
+    }
+
+    #[test]
+    fn malformed_json_names_the_problem() {
+        let e = parse_object(b"{\"a\":").unwrap_err();
+        assert!(e.message.starts_with("Invalid JSON: "), "{}", e.message);
+        let e = parse_object(b"[1]").unwrap_err();
+        assert_eq!(e.message, "Request body must be a JSON object");
+    }
+
+    #[test]
+    fn query_values_are_lenient() {
+        let q: Query = [("wait", "1"), ("batch", "x"), ("autoAck", "yes")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+        assert!(query_bool(&q, "wait", false));
+        assert!(!query_bool(&q, "autoAck", true));
+        assert!(query_bool(&q, "absent", true));
+        assert_eq!(query_u64(&q, "batch", 7), 7);
+    }
+}

@@ -1,0 +1,82 @@
+//! The one place HTTP statuses are chosen for errors.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde_json::json;
+
+use crate::broker::BrokerError;
+use crate::store::StoreError;
+
+/// An error answered as `{"error": "..."}` with a status.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::BAD_REQUEST,
+            message: message.into(),
+        }
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::NOT_FOUND,
+            message: message.into(),
+        }
+    }
+
+    pub fn payload_too_large(limit: usize) -> Self {
+        Self {
+            status: StatusCode::PAYLOAD_TOO_LARGE,
+            message: format!("Request body too large (limit {limit} bytes)"),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(_) | StoreError::NotReady => {
+                tracing::warn!(error = %e, "request failed: database unavailable");
+                Self {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    message: "Database unavailable".into(),
+                }
+            }
+            StoreError::Rejected(m) | StoreError::UniqueViolation(m) => Self::bad_request(m),
+            StoreError::Conflict(_) | StoreError::Other(_) => {
+                tracing::error!(error = %e, "request failed");
+                Self {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    message: "Internal database error".into(),
+                }
+            }
+        }
+    }
+}
+
+impl From<BrokerError> for ApiError {
+    fn from(e: BrokerError) -> Self {
+        match e {
+            BrokerError::Invalid(m) => Self::bad_request(m),
+            BrokerError::Store(e) => e.into(),
+            BrokerError::Internal(m) => {
+                tracing::error!(error = %m, "internal error");
+                Self {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    message: "Internal error".into(),
+                }
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+    }
+}

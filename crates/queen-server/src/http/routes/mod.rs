@@ -1,0 +1,32 @@
+//! One file per API v1 area.
+
+pub mod ack;
+pub mod health;
+pub mod lease;
+pub mod pop;
+pub mod push;
+pub mod queues;
+pub mod transaction;
+
+use queen_proto::{ConsumerGroup, NameError, PartitionName, QueueName};
+
+use super::error::ApiError;
+
+/// Validates a queue name from a path or body.
+pub fn queue_name(s: &str) -> Result<QueueName, ApiError> {
+    QueueName::new(s).map_err(name_error)
+}
+
+/// Validates a partition name from a path or body.
+pub fn partition_name(s: &str) -> Result<PartitionName, ApiError> {
+    PartitionName::new(s).map_err(name_error)
+}
+
+/// Validates an optional consumer group (absent, null or empty: queue mode).
+pub fn consumer_group(s: Option<&str>) -> Result<ConsumerGroup, ApiError> {
+    ConsumerGroup::from_optional(s).map_err(name_error)
+}
+
+fn name_error(e: NameError) -> ApiError {
+    ApiError::bad_request(e.to_string())
+}

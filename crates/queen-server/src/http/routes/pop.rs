@@ -1,0 +1,114 @@
+//! `GET /api/v1/pop/queue/:queue[/partition/:partition]`: 200 with messages, or 204.
+
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use queen_proto::responses::{PopResponse, PoppedMessage};
+use queen_proto::time::format_micros;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use super::{consumer_group, partition_name, queue_name};
+use crate::app::AppState;
+use crate::broker::{PopOutcome, PopRequest};
+use crate::config::SubscriptionMode;
+use crate::http::body::{query_bool, query_str, query_u64, Query as Params};
+use crate::http::error::ApiError;
+
+/// Longest accepted long-poll budget (10 minutes); longer requests are clamped.
+const MAX_WAIT_MS: u64 = 600_000;
+
+pub async fn pop_queue(
+    State(app): State<AppState>,
+    Path(queue): Path<String>,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    pop(app, &queue, None, &params).await
+}
+
+pub async fn pop_partition(
+    State(app): State<AppState>,
+    Path((queue, partition)): Path<(String, String)>,
+    Query(params): Query<Params>,
+) -> Result<Response, ApiError> {
+    pop(app, &queue, Some(&partition), &params).await
+}
+
+async fn pop(
+    app: AppState,
+    queue: &str,
+    partition: Option<&str>,
+    q: &Params,
+) -> Result<Response, ApiError> {
+    let defaults = &app.broker.config.pop;
+    let wait = query_bool(q, "wait", false);
+    let timeout_ms = query_u64(q, "timeout", defaults.default_timeout.as_millis() as u64);
+    let req = PopRequest {
+        queue: queue_name(queue)?,
+        partition: partition.map(partition_name).transpose()?,
+        group: consumer_group(query_str(q, "consumerGroup"))?,
+        batch: query_u64(q, "batch", u64::from(defaults.default_batch)).clamp(1, 10_000) as u32,
+        max_partitions: query_u64(q, "partitions", 1).clamp(1, 1_000) as u32,
+        wait,
+        timeout: Duration::from_millis(if wait { timeout_ms.min(MAX_WAIT_MS) } else { 0 }),
+        auto_ack: query_bool(q, "autoAck", false),
+        subscription_mode: query_str(q, "subscriptionMode").map_or(
+            defaults.default_subscription_mode,
+            SubscriptionMode::parse_lenient,
+        ),
+        subscription_from: query_str(q, "subscriptionFrom").map(str::to_owned),
+    };
+    match app.broker.pop(&req).await? {
+        PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
+        PopOutcome::Failed(e) => {
+            tracing::warn!(error = %e, queue.name = queue, "pop failed");
+            Ok(Json(json!({"success": false, "error": "Database unavailable"})).into_response())
+        }
+        PopOutcome::Messages {
+            messages,
+            lease_id,
+            partitions_claimed,
+        } => {
+            let group = req.group.as_str().to_owned();
+            let first = &messages[0];
+            let (partition, partition_id) =
+                (first.partition_name.clone(), first.partition_id.to_string());
+            let messages = messages
+                .into_iter()
+                .map(|m| {
+                    let data = RawValue::from_string(m.payload).map_err(|e| {
+                        tracing::error!(error = %e, "stored payload is not JSON");
+                        ApiError::from(crate::store::StoreError::Other(e.to_string()))
+                    })?;
+                    Ok(PoppedMessage {
+                        id: m.message_id.to_string(),
+                        transaction_id: m.transaction_id,
+                        trace_id: m.trace_id.map(|t| t.to_string()),
+                        data,
+                        producer_sub: m.producer_sub,
+                        created_at: format_micros(m.created_at),
+                        partition_id: m.partition_id.to_string(),
+                        partition: m.partition_name,
+                        lease_id: lease_id.clone(),
+                        consumer_group: group.clone(),
+                        queue: req.queue.as_str().to_owned(),
+                    })
+                })
+                .collect::<Result<Vec<_>, ApiError>>()?;
+            Ok(Json(PopResponse {
+                success: true,
+                queue: req.queue.as_str().to_owned(),
+                partition,
+                partition_id,
+                lease_id,
+                consumer_group: group,
+                partitions_claimed,
+                messages,
+            })
+            .into_response())
+        }
+    }
+}

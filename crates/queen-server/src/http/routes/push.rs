@@ -1,0 +1,150 @@
+//! `POST /api/v1/push`: a bare array of per-item results, status 201.
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use queen_proto::names::DEFAULT_PARTITION;
+use queen_proto::responses::PushResult;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use uuid::Uuid;
+
+use super::{partition_name, queue_name};
+use crate::app::AppState;
+use crate::broker::{PushItem, PushOutcome};
+use crate::http::body::read_bytes;
+use crate::http::error::ApiError;
+
+#[derive(Deserialize)]
+struct PushBody<'a> {
+    #[serde(borrow, default)]
+    items: Option<&'a RawValue>,
+}
+
+/// A push item with every field still raw, so that type errors get the
+/// contract's messages and payloads are kept byte for byte.
+#[derive(Deserialize)]
+struct RawItem<'a> {
+    #[serde(borrow, default)]
+    queue: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    partition: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    payload: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "transactionId")]
+    transaction_id: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "traceId")]
+    trace_id: Option<&'a RawValue>,
+}
+
+fn raw_string(raw: Option<&RawValue>, message: &str) -> Result<Option<String>, ApiError> {
+    match raw {
+        None => Ok(None),
+        Some(r) => serde_json::from_str::<Option<String>>(r.get())
+            .map_err(|_| ApiError::bad_request(message)),
+    }
+}
+
+/// Parses the `items` array of a push (also used by `/transaction` push operations).
+/// `absent_payload` is the JSON text stored when an item has no payload.
+pub fn parse_items(items: &RawValue, absent_payload: &str) -> Result<Vec<PushItem>, ApiError> {
+    let raw_items: Vec<&RawValue> = serde_json::from_str(items.get())
+        .map_err(|_| ApiError::bad_request("items array is required"))?;
+    raw_items
+        .into_iter()
+        .map(|raw| parse_item(raw, absent_payload))
+        .collect()
+}
+
+fn parse_item(raw: &RawValue, absent_payload: &str) -> Result<PushItem, ApiError> {
+    let item: RawItem<'_> = serde_json::from_str(raw.get())
+        .map_err(|_| ApiError::bad_request("Each item must be an object"))?;
+    let queue = raw_string(item.queue, "Queue must be a string")?
+        .ok_or_else(|| ApiError::bad_request("Queue must be a string"))?;
+    let queue = queue_name(&queue)?;
+    let partition = raw_string(item.partition, "Partition must be a string")?
+        .unwrap_or_else(|| DEFAULT_PARTITION.to_owned());
+    let partition = partition_name(&partition)?;
+    let transaction_id = raw_string(item.transaction_id, "TransactionId must be a string")?
+        .filter(|t| !t.is_empty());
+    if transaction_id
+        .as_ref()
+        .is_some_and(|t| t.chars().count() > 255)
+    {
+        return Err(ApiError::bad_request(
+            "TransactionId must be at most 255 characters",
+        ));
+    }
+    let trace_id = match raw_string(item.trace_id, "TraceId must be a string")?.as_deref() {
+        None | Some("") => None,
+        Some(t) => Some(
+            Uuid::parse_str(t)
+                .map_err(|_| ApiError::bad_request("TraceId must be a valid UUID"))?,
+        ),
+    };
+    let payload = item
+        .payload
+        .or(item.data)
+        .map_or_else(|| absent_payload.to_owned(), |p| p.get().to_owned());
+    Ok(PushItem {
+        queue,
+        partition,
+        payload,
+        transaction_id,
+        trace_id,
+        producer_sub: None,
+    })
+}
+
+pub async fn push(State(app): State<AppState>, body: Body) -> Result<Response, ApiError> {
+    let bytes = read_bytes(body, app.broker.config.max_body_bytes).await?;
+    let parsed: PushBody<'_> = serde_json::from_slice(&bytes).map_err(|e| {
+        if e.is_data() {
+            ApiError::bad_request("items array is required")
+        } else {
+            ApiError::bad_request(format!("Invalid JSON: {e}"))
+        }
+    })?;
+    let items = parsed
+        .items
+        .ok_or_else(|| ApiError::bad_request("items array is required"))?;
+    let items = parse_items(items, "null")?;
+    let outcomes = app.broker.push(items).await?;
+    let results: Vec<PushResult> = outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(index, o)| match o {
+            PushOutcome::Queued {
+                transaction_id,
+                message_id,
+                partition_id,
+                trace_id,
+                queue,
+            } => PushResult::Queued {
+                index,
+                transaction_id,
+                status: "queued",
+                message_id: message_id.to_string(),
+                partition_id: partition_id.to_string(),
+                trace_id: trace_id.map(|t| t.to_string()),
+                queue_name: queue,
+            },
+            PushOutcome::Duplicate {
+                transaction_id,
+                message_id,
+                queue,
+            } => PushResult::Duplicate {
+                index,
+                transaction_id,
+                status: "duplicate",
+                message_id: message_id.to_string(),
+                queue_name: queue,
+            },
+        })
+        .collect();
+    Ok((StatusCode::CREATED, Json(results)).into_response())
+}

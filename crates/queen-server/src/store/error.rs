@@ -1,0 +1,85 @@
+//! The one place that reads SQLSTATEs: PostgreSQL errors become [`StoreError`].
+
+use deadpool_postgres::PoolError;
+use tokio_postgres::error::SqlState;
+
+/// What went wrong talking to PostgreSQL, classified for the callers that branch on it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database cannot be reached (connection refused or lost, shutdown, pool timeout).
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
+    /// A serialization failure or deadlock that outlived the retries.
+    #[error("conflicting transaction: {0}")]
+    Conflict(String),
+    /// A unique constraint refused a row (a transaction pushing a known transactionId).
+    #[error("{0}")]
+    UniqueViolation(String),
+    /// A stored function refused the request on purpose (`RAISE` in our SQL).
+    #[error("{0}")]
+    Rejected(String),
+    /// The schema is not migrated yet.
+    #[error("database schema not ready")]
+    NotReady,
+    /// Anything else: a bug or an operator problem; logged, answered with a generic 500.
+    #[error("database error: {0}")]
+    Other(String),
+}
+
+impl StoreError {
+    /// True when the database could not be reached at all.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Self::Unavailable(_) | Self::NotReady)
+    }
+
+    /// True when running the same statement again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Conflict(_))
+    }
+}
+
+impl From<tokio_postgres::Error> for StoreError {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let Some(db) = e.as_db_error() else {
+            // no server response: I/O error, closed connection, timeout
+            return Self::Unavailable(e.to_string());
+        };
+        let code = db.code();
+        let message = db.message().to_owned();
+        if code.code().starts_with("08")
+            || *code == SqlState::ADMIN_SHUTDOWN
+            || *code == SqlState::CRASH_SHUTDOWN
+            || *code == SqlState::CANNOT_CONNECT_NOW
+            || *code == SqlState::TOO_MANY_CONNECTIONS
+        {
+            Self::Unavailable(message)
+        } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
+            || *code == SqlState::T_R_DEADLOCK_DETECTED
+        {
+            Self::Conflict(message)
+        } else if *code == SqlState::UNIQUE_VIOLATION {
+            Self::UniqueViolation(message)
+        } else if *code == SqlState::RAISE_EXCEPTION
+            || *code == SqlState::NO_DATA_FOUND
+            || *code == SqlState::INVALID_PARAMETER_VALUE
+        {
+            Self::Rejected(message)
+        } else if *code == SqlState::UNDEFINED_FUNCTION
+            || *code == SqlState::UNDEFINED_TABLE
+            || *code == SqlState::INVALID_SCHEMA_NAME
+        {
+            Self::NotReady
+        } else {
+            Self::Other(format!("{}: {message}", code.code()))
+        }
+    }
+}
+
+impl From<PoolError> for StoreError {
+    fn from(e: PoolError) -> Self {
+        match e {
+            PoolError::Backend(e) => e.into(),
+            other => Self::Unavailable(other.to_string()),
+        }
+    }
+}
