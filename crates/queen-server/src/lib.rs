@@ -56,7 +56,7 @@ pub async fn run(
     });
 
     let migrator = tokio::spawn(migrate_until_ready(broker.clone(), shutdown.clone()));
-    let housekeeping = tokio::spawn(prune_wakers(broker.clone(), shutdown.clone()));
+    let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
@@ -123,11 +123,15 @@ async fn check_connection_budget(broker: &Broker) {
     }
 }
 
-/// Drops long-poll notifiers nobody waits on, once a minute.
-async fn prune_wakers(broker: Arc<Broker>, shutdown: CancellationToken) {
+/// Every 10 s: closes connections idle past `DB_IDLE_TIMEOUT` and drops
+/// long-poll notifiers nobody waits on.
+async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(60)) => broker.waker.prune(),
+            _ = tokio::time::sleep(Duration::from_secs(10)) => {
+                broker.waker.prune();
+                broker.store.close_idle_connections(broker.config.db.idle_timeout);
+            }
             _ = shutdown.cancelled() => return,
         }
     }

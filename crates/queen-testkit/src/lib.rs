@@ -1,1 +1,13 @@
+//! Test tools for Queen: a fresh PostgreSQL database per test, an in-process
+//! broker on a free port, and a TCP fault proxy to cut the database link.
+//!
+//! The admin connection comes from `QUEEN_TEST_PG` (a libpq-style connection
+//! string), default `host=127.0.0.1 port=5432 user=postgres dbname=postgres`.
 
+mod broker;
+mod db;
+mod proxy;
+
+pub use broker::TestBroker;
+pub use db::TestDb;
+pub use proxy::FaultProxy;

@@ -41,8 +41,11 @@ impl StoreError {
 impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         let Some(db) = e.as_db_error() else {
-            // no server response: I/O error, closed connection, timeout
-            return Self::Unavailable(e.to_string());
+            return if is_connection_failure(&e) {
+                Self::Unavailable(e.to_string())
+            } else {
+                Self::Other(e.to_string())
+            };
         };
         let code = db.code();
         let message = db.message().to_owned();
@@ -73,6 +76,25 @@ impl From<tokio_postgres::Error> for StoreError {
             Self::Other(format!("{}: {message}", code.code()))
         }
     }
+}
+
+/// True for errors that mean the server could not be reached or the link broke:
+/// closed connections, I/O errors, connect and server timeouts.
+fn is_connection_failure(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        source = s.source();
+    }
+    let text = e.to_string();
+    text.starts_with("error connecting")
+        || text.starts_with("error communicating")
+        || text.starts_with("timeout")
 }
 
 impl From<PoolError> for StoreError {

@@ -30,3 +30,14 @@ pub async fn run_migrations(client: &mut Client) -> Result<usize, StoreError> {
     unlock?;
     Ok(report.applied_migrations().len())
 }
+
+/// A fingerprint of the embedded migrations: changes whenever one is added or edited.
+/// Test harnesses name their migrated template database after it.
+pub fn migrations_fingerprint() -> u64 {
+    migrations::runner()
+        .get_migrations()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325_u64, |acc, m| {
+            (acc ^ m.checksum()).wrapping_mul(0x0100_0000_01b3)
+        })
+}

@@ -17,7 +17,7 @@ use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
 pub use error::StoreError;
-pub use migrate::run_migrations;
+pub use migrate::{migrations_fingerprint, run_migrations};
 
 use crate::config::DbConfig;
 
@@ -285,6 +285,14 @@ impl Store {
         Ok(self.pool.get().await?)
     }
 
+    /// Closes pooled connections idle for longer than `idle`; returns how many.
+    pub fn close_idle_connections(&self, idle: Duration) -> usize {
+        self.pool
+            .retain(|_, metrics| metrics.last_used() < idle)
+            .removed
+            .len()
+    }
+
     /// Pool size, idle connections and waiting requests.
     pub fn pool_status(&self) -> (usize, usize, usize) {
         let s = self.pool.status();
@@ -387,20 +395,26 @@ impl Store {
             )
             .await?;
         let queue = queue_from_row(&row);
-        let partition = tx
-            .query_one(
-                "WITH ins AS (
-                     INSERT INTO queen.partitions (id, queue_id, name) VALUES (gen_random_uuid(), $1, 'Default')
-                     ON CONFLICT (queue_id, name) DO NOTHING RETURNING id)
-                 SELECT id FROM ins
-                 UNION ALL
-                 SELECT id FROM queen.partitions WHERE queue_id = $1 AND name = 'Default'
-                 LIMIT 1",
+        // as in ensure_queue_with: the fallback SELECT is its own statement
+        let inserted = tx
+            .query_opt(
+                "INSERT INTO queen.partitions (id, queue_id, name) VALUES (gen_random_uuid(), $1, 'Default')
+                 ON CONFLICT (queue_id, name) DO NOTHING RETURNING id",
                 &[&queue.id],
             )
             .await?;
+        let partition_id: Uuid = match inserted {
+            Some(row) => row.get(0),
+            None => tx
+                .query_one(
+                    "SELECT id FROM queen.partitions WHERE queue_id = $1 AND name = 'Default'",
+                    &[&queue.id],
+                )
+                .await?
+                .get(0),
+        };
         tx.commit().await?;
-        Ok((queue, partition.get(0)))
+        Ok((queue, partition_id))
     }
 
     /// Appends messages; see `queen.push_batch`. Items must be free of repeated
@@ -625,19 +639,22 @@ async fn ensure_queue_with(
     namespace: &str,
     task: &str,
 ) -> Result<QueueRow, StoreError> {
-    let sql = format!(
-        "WITH ins AS (
-             INSERT INTO queen.queues (id, name, namespace, task) VALUES ($1, $2, $3, $4)
-             ON CONFLICT (name) DO NOTHING RETURNING {QUEUE_COLUMNS})
-         SELECT {QUEUE_COLUMNS} FROM ins
-         UNION ALL
-         SELECT {QUEUE_COLUMNS} FROM queen.queues WHERE name = $2
-         LIMIT 1"
+    // two statements: after a conflict with a concurrent insert, only a new
+    // statement's snapshot sees the row the other transaction committed
+    let insert = format!(
+        "INSERT INTO queen.queues (id, name, namespace, task) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (name) DO NOTHING RETURNING {QUEUE_COLUMNS}"
     );
-    let stmt = client.prepare_cached(&sql).await?;
-    let row = client
-        .query_one(&stmt, &[&Uuid::now_v7(), &name, &namespace, &task])
-        .await?;
+    let stmt = client.prepare_cached(&insert).await?;
+    if let Some(row) = client
+        .query_opt(&stmt, &[&Uuid::now_v7(), &name, &namespace, &task])
+        .await?
+    {
+        return Ok(queue_from_row(&row));
+    }
+    let select = format!("SELECT {QUEUE_COLUMNS} FROM queen.queues WHERE name = $1");
+    let stmt = client.prepare_cached(&select).await?;
+    let row = client.query_one(&stmt, &[&name]).await?;
     Ok(queue_from_row(&row))
 }
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Runs the whole test suite: unit and integration tests against the local
+# PostgreSQL, the official-client compatibility suite, and a benchmark smoke run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --no-fail-fast
+else
+  cargo test --workspace --no-fail-fast
+fi
+
+if [ -x compat/python/run.sh ] || [ -f compat/python/run.sh ]; then
+  bash compat/python/run.sh
+fi
+
+bash scripts/bench-smoke.sh
