@@ -328,6 +328,14 @@ BEGIN
           AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
           AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
           AND (p_window_seconds = 0 OR pt.last_created_at <= now() - make_interval(secs => p_window_seconds))
+          -- with delayedProcessing, only partitions whose next message is due: otherwise
+          -- delayed heads fill the candidate LIMIT and hide partitions that are ready
+          AND (p_delay_seconds = 0 OR (
+                SELECT s.created_at FROM queen.segments s
+                WHERE s.partition_id = pt.id
+                  AND s.last_offset >= greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
+                ORDER BY s.last_offset
+                LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
         ORDER BY lc.last_consumed_at NULLS FIRST, pt.id
         LIMIT p_max_partitions * 4 + 16
     LOOP

@@ -200,6 +200,8 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Longest a cached queue configuration is used before it is re-read.
     pub queue_config_max_age: Duration,
+    /// How often persisted cluster state (maintenance flags) is re-read.
+    pub reconcile_interval: Duration,
     pub log_level: String,
     pub log_format_json: bool,
 }
@@ -210,6 +212,9 @@ const DEFAULT_POOL_SIZE: usize = 150;
 const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// 5 s: a lost config invalidation costs at most this long.
 const DEFAULT_QUEUE_CONFIG_MAX_AGE_MS: u64 = 5_000;
+
+/// 5 s: a maintenance flag set on another replica reaches this one within this time.
+const DEFAULT_RECONCILE_INTERVAL_MS: u64 = 5_000;
 
 impl Config {
     /// Reads the configuration from `env`.
@@ -319,6 +324,8 @@ impl Config {
             max_body_bytes: r.parsed("MAX_BODY_BYTES", DEFAULT_MAX_BODY_BYTES)?,
             queue_config_max_age: r
                 .millis("QUEUE_CONFIG_MAX_AGE_MS", DEFAULT_QUEUE_CONFIG_MAX_AGE_MS)?,
+            reconcile_interval: r
+                .millis("QUEEN_RECONCILE_INTERVAL_MS", DEFAULT_RECONCILE_INTERVAL_MS)?,
             log_level,
             log_format_json,
         })

@@ -57,6 +57,7 @@ pub async fn run(
 
     let migrator = tokio::spawn(migrate_until_ready(broker.clone(), shutdown.clone()));
     let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
+    let reconciler = tokio::spawn(reconcile(broker.clone(), shutdown.clone()));
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
@@ -68,6 +69,7 @@ pub async fn run(
         .await?;
     migrator.abort();
     housekeeping.abort();
+    reconciler.abort();
     tracing::info!("queen stopped");
     Ok(())
 }
@@ -120,6 +122,23 @@ async fn check_connection_budget(broker: &Broker) {
             }
         }
         Err(e) => tracing::debug!(error = %e, "could not read max_connections"),
+    }
+}
+
+/// Re-reads persisted cluster state on a fixed cadence, so a flag changed on
+/// another replica reaches this one even without any hint.
+async fn reconcile(broker: Arc<Broker>, shutdown: CancellationToken) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(broker.config.reconcile_interval) => {
+                if broker.store.is_ready() {
+                    if let Err(e) = broker.reconcile().await {
+                        tracing::debug!(error = %e, "reconcile failed");
+                    }
+                }
+            }
+            _ = shutdown.cancelled() => return,
+        }
     }
 }
 

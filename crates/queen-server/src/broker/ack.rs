@@ -21,6 +21,12 @@ impl Broker {
             .await?;
         let mut woken: Vec<&str> = Vec::new();
         for o in &outcomes {
+            let result = match (o.success, o.dlq) {
+                (true, true) => "dlq",
+                (true, false) => "success",
+                (false, _) => "failed",
+            };
+            self.metrics.acks.with_label_values(&[result]).inc();
             if let (true, Some(q)) = (o.lease_released, o.queue_name.as_deref()) {
                 if !woken.contains(&q) {
                     self.waker.notify(q);

@@ -6,6 +6,7 @@
 mod ack;
 pub mod config_cache;
 pub mod long_poll;
+pub mod metrics;
 mod pop;
 mod push;
 mod queues;
@@ -16,7 +17,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use ack::AckRequest;
-pub use pop::{PopOutcome, PopRequest};
+pub use pop::{PopOutcome, PopRequest, PopTarget};
 pub use push::{PushItem, PushOutcome};
 pub use transaction::{TxOp, TxResult};
 
@@ -24,6 +25,15 @@ use crate::config::Config;
 use crate::store::{QueueRow, Store, StoreError};
 use config_cache::QueueCache;
 use long_poll::Waker;
+use metrics::{Flags, Metrics};
+
+/// `queen.system_state` key of push maintenance mode (same as the reference).
+pub const PUSH_MAINTENANCE_KEY: &str = "maintenance_mode";
+/// `queen.system_state` key of pop maintenance mode.
+pub const POP_MAINTENANCE_KEY: &str = "pop_maintenance_mode";
+
+/// Waker key every push notifies: namespace pops, which span queues, park on it.
+pub const ANY_QUEUE_KEY: &str = "*";
 
 /// Why a use case could not be carried out.
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +41,9 @@ pub enum BrokerError {
     /// The request is malformed or refers to something invalid (HTTP 400).
     #[error("{0}")]
     Invalid(String),
+    /// Push maintenance mode is on and there is no spool to take the push (HTTP 503).
+    #[error("{0}")]
+    Maintenance(String),
     /// A broken invariant inside the broker (HTTP 500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -46,6 +59,8 @@ pub struct Broker {
     pub store: Store,
     pub waker: Waker,
     pub queues: QueueCache,
+    pub metrics: Metrics,
+    pub flags: Flags,
     /// Cancelled at shutdown: parked pops answer empty at once.
     pub shutdown: CancellationToken,
 }
@@ -57,8 +72,53 @@ impl Broker {
             config,
             store,
             waker: Waker::default(),
+            metrics: Metrics::default(),
+            flags: Flags::default(),
             shutdown,
         })
+    }
+
+    /// Push, pop and ack rates of this replica.
+    pub fn rates(&self) -> metrics::Rates {
+        self.metrics.rates()
+    }
+
+    /// Sets a maintenance flag in PostgreSQL and in this replica's cache.
+    pub async fn set_maintenance(&self, pop: bool, enabled: bool) -> Result<(), StoreError> {
+        let key = if pop {
+            POP_MAINTENANCE_KEY
+        } else {
+            PUSH_MAINTENANCE_KEY
+        };
+        self.store.set_flag(key, enabled).await?;
+        self.apply_maintenance(pop, enabled);
+        Ok(())
+    }
+
+    /// Applies a maintenance flag to this replica's cache (hint or reconcile).
+    pub fn apply_maintenance(&self, pop: bool, enabled: bool) {
+        use std::sync::atomic::Ordering;
+        let flag = if pop {
+            &self.flags.pop_maintenance
+        } else {
+            &self.flags.push_maintenance
+        };
+        if flag.swap(enabled, Ordering::Relaxed) != enabled {
+            tracing::info!(
+                mode = if pop { "pop" } else { "push" },
+                enabled,
+                "maintenance mode changed"
+            );
+        }
+    }
+
+    /// Re-reads persisted state that other replicas may have changed.
+    pub async fn reconcile(&self) -> Result<(), StoreError> {
+        let push = self.store.flag(PUSH_MAINTENANCE_KEY).await?;
+        let pop = self.store.flag(POP_MAINTENANCE_KEY).await?;
+        self.apply_maintenance(false, push);
+        self.apply_maintenance(true, pop);
+        Ok(())
     }
 
     /// Returns a queue's configuration, from the cache while it is fresh.

@@ -7,16 +7,29 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::long_poll::Backoff;
-use super::{Broker, BrokerError};
+use super::{Broker, BrokerError, ANY_QUEUE_KEY};
 use crate::config::SubscriptionMode;
 use crate::store::{ClaimRequest, ClaimedMessage, StoreError};
+
+/// What a pop reads from.
+#[derive(Debug, Clone)]
+pub enum PopTarget {
+    /// One queue; `partition: None` is the wildcard route.
+    Queue {
+        queue: QueueName,
+        partition: Option<PartitionName>,
+    },
+    /// Every queue of a namespace (and task, when given).
+    Namespace {
+        namespace: Option<String>,
+        task: Option<String>,
+    },
+}
 
 /// A validated pop request.
 #[derive(Debug, Clone)]
 pub struct PopRequest {
-    pub queue: QueueName,
-    /// `None`: any partition (the wildcard route).
-    pub partition: Option<PartitionName>,
+    pub target: PopTarget,
     pub group: ConsumerGroup,
     pub batch: u32,
     pub max_partitions: u32,
@@ -30,8 +43,9 @@ pub struct PopRequest {
 /// What a pop produced.
 #[derive(Debug)]
 pub enum PopOutcome {
-    /// Messages, with the lease id (empty with autoAck) and partitions claimed.
+    /// Messages of one queue, with the lease id (empty with autoAck) and partitions claimed.
     Messages {
+        queue: String,
         messages: Vec<ClaimedMessage>,
         lease_id: String,
         partitions_claimed: usize,
@@ -48,18 +62,29 @@ impl Broker {
     pub async fn pop(&self, req: &PopRequest) -> Result<PopOutcome, BrokerError> {
         let deadline = Instant::now() + req.timeout;
         let mut backoff = Backoff::new(&self.config.pop);
+        let wake_key = match &req.target {
+            PopTarget::Queue { queue, .. } => queue.as_str(),
+            PopTarget::Namespace { .. } => ANY_QUEUE_KEY,
+        };
         loop {
             // register for wakes before checking, so a push in between is not missed
-            let notify = self.waker.subscribe(req.queue.as_str());
+            let notify = self.waker.subscribe(wake_key);
             let notified = notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
 
-            let outcome = self.pop_once(req).await;
+            let outcome = if self.flags.pop_maintenance() {
+                PopOutcome::Empty
+            } else {
+                self.pop_once(req).await
+            };
             match outcome {
-                PopOutcome::Messages { .. } => return Ok(outcome),
+                PopOutcome::Messages { ref messages, .. } => {
+                    self.metrics.popped.inc_by(messages.len() as u64);
+                    return Ok(outcome);
+                }
                 PopOutcome::Failed(ref e) => {
-                    tracing::debug!(error = %e, queue.name = %req.queue, "pop failed");
+                    tracing::debug!(error = %e, "pop failed");
                     if !req.wait || Instant::now() >= deadline {
                         return Ok(outcome);
                     }
@@ -83,22 +108,52 @@ impl Broker {
 
     /// One attempt to claim messages.
     async fn pop_once(&self, req: &PopRequest) -> PopOutcome {
-        let queue = match self.queue(req.queue.as_str()).await {
+        match &req.target {
+            PopTarget::Queue { queue, partition } => {
+                self.claim_from(queue.as_str(), partition.as_ref(), req)
+                    .await
+            }
+            PopTarget::Namespace { namespace, task } => {
+                let queues = match self
+                    .store
+                    .queues_in_namespace(namespace.as_deref(), task.as_deref())
+                    .await
+                {
+                    Ok(q) => q,
+                    Err(e) => return PopOutcome::Failed(e),
+                };
+                for queue in queues {
+                    let outcome = self.claim_from(&queue, None, req).await;
+                    if !matches!(outcome, PopOutcome::Empty) {
+                        return outcome;
+                    }
+                }
+                PopOutcome::Empty
+            }
+        }
+    }
+
+    async fn claim_from(
+        &self,
+        queue: &str,
+        partition: Option<&PartitionName>,
+        req: &PopRequest,
+    ) -> PopOutcome {
+        let queue = match self.queue(queue).await {
             Ok(Some(q)) => q,
             Ok(None) => return PopOutcome::Empty,
             Err(e) => return PopOutcome::Failed(e),
         };
         let lease_id = Uuid::now_v7();
-        let sub_mode = req.subscription_mode.as_str();
         let claim = ClaimRequest {
             queue: &queue,
-            partition: req.partition.as_ref().map(PartitionName::as_str),
+            partition: partition.map(PartitionName::as_str),
             group: req.group.as_str(),
             batch: i32::try_from(req.batch).unwrap_or(i32::MAX),
             max_partitions: i32::try_from(req.max_partitions).unwrap_or(i32::MAX),
             lease_id,
             auto_ack: req.auto_ack,
-            subscription_mode: sub_mode,
+            subscription_mode: req.subscription_mode.as_str(),
             subscription_from: req.subscription_from.as_deref(),
             holder: &self.config.server_id,
         };
@@ -108,6 +163,7 @@ impl Broker {
                 let mut partitions: Vec<Uuid> = messages.iter().map(|m| m.partition_id).collect();
                 partitions.dedup();
                 PopOutcome::Messages {
+                    queue: queue.name,
                     partitions_claimed: partitions.len(),
                     lease_id: if req.auto_ack {
                         String::new()

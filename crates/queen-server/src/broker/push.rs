@@ -45,6 +45,11 @@ impl Broker {
         if items.is_empty() {
             return Ok(Vec::new());
         }
+        if self.flags.push_maintenance() {
+            return Err(BrokerError::Maintenance(
+                "Push maintenance mode is on: pushes are refused until it is turned off".into(),
+            ));
+        }
         let mut queue_ids: HashMap<QueueName, Uuid> = HashMap::new();
         for item in &items {
             if !queue_ids.contains_key(&item.queue) {
@@ -118,9 +123,15 @@ impl Broker {
             }
         }
 
+        let queued = outcomes
+            .iter()
+            .filter(|o| matches!(o, Some(PushOutcome::Queued { .. })))
+            .count();
+        self.metrics.pushed.inc_by(queued as u64);
         for queue in queue_ids.keys() {
             self.waker.notify(queue.as_str());
         }
+        self.waker.notify(super::ANY_QUEUE_KEY);
         outcomes
             .into_iter()
             .map(|o| o.ok_or_else(|| BrokerError::Internal("push result missing".into())))

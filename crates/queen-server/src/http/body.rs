@@ -75,6 +75,30 @@ pub fn query_str<'a>(q: &'a Query, key: &str) -> Option<&'a str> {
     q.get(key).map(String::as_str).filter(|s| !s.is_empty())
 }
 
+/// An optional query timestamp; a value that does not parse is refused by name.
+pub fn query_time(q: &Query, key: &str) -> Result<Option<chrono::DateTime<chrono::Utc>>, ApiError> {
+    match query_str(q, key) {
+        None => Ok(None),
+        Some(s) => queen_proto::time::parse_timestamp(s)
+            .map(Some)
+            .ok_or_else(|| ApiError::bad_request(format!("{key} must be an ISO-8601 timestamp"))),
+    }
+}
+
+/// `limit` and `offset` of a listing, with the route's default limit and a ceiling.
+pub fn query_page(q: &Query, default_limit: u64) -> (i64, i64) {
+    /// Longest page any listing returns.
+    const MAX_LIMIT: u64 = 10_000;
+    let limit = query_u64(q, "limit", default_limit).clamp(1, MAX_LIMIT);
+    let offset = query_u64(q, "offset", 0).min(i64::MAX as u64);
+    (limit as i64, offset as i64)
+}
+
+/// Parses a path segment that must be a UUID.
+pub fn path_uuid(s: &str, what: &str) -> Result<Uuid, ApiError> {
+    Uuid::parse_str(s).map_err(|_| ApiError::bad_request(format!("{what} must be a valid UUID")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

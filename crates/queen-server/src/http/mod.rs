@@ -13,7 +13,10 @@ use axum::Router;
 
 use crate::app::AppState;
 use error::ApiError;
-use routes::{ack, health, lease, pop, push, queues, transaction};
+use routes::{
+    ack, consumer_groups as groups, dlq, health, lease, messages, metrics, pop, push, queues,
+    resources, status, system, traces, transaction,
+};
 
 /// Builds the router of every route, with CORS on every answer.
 pub fn router(state: AppState) -> Router {
@@ -30,14 +33,102 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/ack/batch", post(ack::ack_batch))
         .route("/api/v1/transaction", post(transaction::transaction))
         .route("/api/v1/lease/{lease_id}/extend", post(lease::extend))
+        .route("/api/v1/pop", get(pop::pop_namespace))
+        .route("/api/v1/dlq", get(dlq::list))
+        .route("/api/v1/traces", post(traces::create))
+        .route("/api/v1/traces/names", get(traces::names))
+        .route("/api/v1/traces/by-name/{name}", get(traces::by_name))
+        .route(
+            "/api/v1/traces/{partition_id}/{transaction_id}",
+            get(traces::of_message),
+        )
+        .route("/api/v1/consumer-groups", get(groups::list))
+        .route("/api/v1/consumer-groups/lagging", get(groups::lagging))
+        .route(
+            "/api/v1/consumer-groups/{group}",
+            get(groups::detail).delete(groups::delete),
+        )
+        .route(
+            "/api/v1/consumer-groups/{group}/subscription",
+            post(groups::update_subscription),
+        )
+        .route(
+            "/api/v1/consumer-groups/{group}/queues/{queue}",
+            delete(groups::delete_for_queue),
+        )
+        .route(
+            "/api/v1/consumer-groups/{group}/queues/{queue}/seek",
+            post(groups::seek),
+        )
+        .route(
+            "/api/v1/consumer-groups/{group}/queues/{queue}/partitions/{partition}/seek",
+            post(groups::seek_partition),
+        )
+        .route("/api/v1/resources/overview", get(resources::overview))
+        .route("/api/v1/resources/queues", get(resources::queues))
         .route(
             "/api/v1/resources/queues/{queue}",
-            delete(queues::delete_queue),
+            get(resources::queue).delete(queues::delete_queue),
         )
+        .route("/api/v1/resources/namespaces", get(resources::namespaces))
+        .route("/api/v1/resources/tasks", get(resources::tasks))
+        .route("/api/v1/messages", get(messages::list))
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}",
+            get(messages::detail).delete(messages::delete),
+        )
+        .route("/api/v1/status", get(status::overview))
+        .route("/api/v1/status/queues", get(status::queues))
+        .route("/api/v1/status/queues/{queue}", get(status::queue))
+        .route(
+            "/api/v1/status/queues/{queue}/messages",
+            get(status::queue_messages),
+        )
+        .route("/api/v1/status/analytics", get(status::analytics))
+        .route("/api/v1/status/buffers", get(status::buffers))
+        .route(
+            "/api/v1/analytics/system-metrics",
+            get(status::system_metrics),
+        )
+        .route(
+            "/api/v1/analytics/worker-metrics",
+            get(status::system_metrics),
+        )
+        .route(
+            "/api/v1/analytics/postgres-stats",
+            get(status::postgres_stats),
+        )
+        .route("/api/v1/analytics/queue-lag", get(groups::lagging))
+        .route("/api/v1/analytics/queue-ops", get(status::overview))
+        .route(
+            "/api/v1/system/maintenance",
+            get(system::get_maintenance).post(system::set_maintenance),
+        )
+        .route(
+            "/api/v1/system/maintenance/pop",
+            get(system::get_pop_maintenance).post(system::set_pop_maintenance),
+        )
+        .route("/api/v1/system/shared-state", get(system::shared_state))
+        .route("/api/v1/stats/refresh", post(system::stats_refresh))
+        .route("/metrics", get(metrics::json))
+        .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            count_requests,
+        ))
         .layer(middleware::from_fn(cors))
         .with_state(state)
+}
+
+async fn count_requests(
+    axum::extract::State(app): axum::extract::State<AppState>,
+    req: Request,
+    next: Next,
+) -> Response {
+    app.broker.metrics.http_requests.inc();
+    next.run(req).await
 }
 
 async fn not_found() -> ApiError {

@@ -4,6 +4,7 @@
 //! The hot path is a handful of stored functions (migrations/V2__functions.sql),
 //! so a push, a pop and an ack batch each cost one round trip.
 
+mod admin;
 mod error;
 mod migrate;
 
@@ -16,6 +17,7 @@ use queen_proto::QueueOptions;
 use tokio_postgres::{NoTls, Row};
 use uuid::Uuid;
 
+pub use admin::*;
 pub use error::StoreError;
 pub use migrate::{migrations_fingerprint, run_migrations};
 
@@ -30,6 +32,22 @@ pub struct Store {
     pool: Pool,
     pg_config: tokio_postgres::Config,
     ready: AtomicBool,
+}
+
+/// Connection pool occupancy.
+#[derive(Debug, Clone, Copy)]
+pub struct PoolStatus {
+    pub max_size: usize,
+    pub open: usize,
+    pub idle: usize,
+    pub waiting: usize,
+}
+
+impl PoolStatus {
+    /// Connections in use by a request right now.
+    pub fn active(&self) -> usize {
+        self.open.saturating_sub(self.idle)
+    }
 }
 
 /// A queue with its full option set.
@@ -293,10 +311,15 @@ impl Store {
             .len()
     }
 
-    /// Pool size, idle connections and waiting requests.
-    pub fn pool_status(&self) -> (usize, usize, usize) {
+    /// The pool's limit, open connections, idle connections and waiting requests.
+    pub fn pool_status(&self) -> PoolStatus {
         let s = self.pool.status();
-        (s.max_size, s.available, s.waiting)
+        PoolStatus {
+            max_size: s.max_size,
+            open: s.size,
+            idle: s.available,
+            waiting: s.waiting,
+        }
     }
 
     /// Answers whether the database takes a trivial query.

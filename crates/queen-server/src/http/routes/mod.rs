@@ -1,11 +1,19 @@
 //! One file per API v1 area.
 
 pub mod ack;
+pub mod consumer_groups;
+pub mod dlq;
 pub mod health;
 pub mod lease;
+pub mod messages;
+pub mod metrics;
 pub mod pop;
 pub mod push;
 pub mod queues;
+pub mod resources;
+pub mod status;
+pub mod system;
+pub mod traces;
 pub mod transaction;
 
 use queen_proto::{ConsumerGroup, NameError, PartitionName, QueueName};

@@ -13,7 +13,7 @@ use serde_json::value::RawValue;
 
 use super::{consumer_group, partition_name, queue_name};
 use crate::app::AppState;
-use crate::broker::{PopOutcome, PopRequest};
+use crate::broker::{PopOutcome, PopRequest, PopTarget};
 use crate::config::SubscriptionMode;
 use crate::http::body::{query_bool, query_str, query_u64, Query as Params};
 use crate::http::error::ApiError;
@@ -26,7 +26,11 @@ pub async fn pop_queue(
     Path(queue): Path<String>,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    pop(app, &queue, None, &params).await
+    let target = PopTarget::Queue {
+        queue: queue_name(&queue)?,
+        partition: None,
+    };
+    pop(app, target, &params).await
 }
 
 pub async fn pop_partition(
@@ -34,21 +38,32 @@ pub async fn pop_partition(
     Path((queue, partition)): Path<(String, String)>,
     Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
-    pop(app, &queue, Some(&partition), &params).await
+    let target = PopTarget::Queue {
+        queue: queue_name(&queue)?,
+        partition: Some(partition_name(&partition)?),
+    };
+    pop(app, target, &params).await
 }
 
-async fn pop(
-    app: AppState,
-    queue: &str,
-    partition: Option<&str>,
-    q: &Params,
+/// `GET /api/v1/pop?namespace=&task=`: a wildcard pop over every queue of a namespace.
+pub async fn pop_namespace(
+    State(app): State<AppState>,
+    Query(params): Query<Params>,
 ) -> Result<Response, ApiError> {
+    let namespace = query_str(&params, "namespace").map(str::to_owned);
+    let task = query_str(&params, "task").map(str::to_owned);
+    if namespace.is_none() && task.is_none() {
+        return Err(ApiError::bad_request("namespace or task is required"));
+    }
+    pop(app, PopTarget::Namespace { namespace, task }, &params).await
+}
+
+async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, ApiError> {
     let defaults = &app.broker.config.pop;
     let wait = query_bool(q, "wait", false);
     let timeout_ms = query_u64(q, "timeout", defaults.default_timeout.as_millis() as u64);
     let req = PopRequest {
-        queue: queue_name(queue)?,
-        partition: partition.map(partition_name).transpose()?,
+        target,
         group: consumer_group(query_str(q, "consumerGroup"))?,
         batch: query_u64(q, "batch", u64::from(defaults.default_batch)).clamp(1, 10_000) as u32,
         max_partitions: query_u64(q, "partitions", 1).clamp(1, 1_000) as u32,
@@ -64,10 +79,11 @@ async fn pop(
     match app.broker.pop(&req).await? {
         PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
         PopOutcome::Failed(e) => {
-            tracing::warn!(error = %e, queue.name = queue, "pop failed");
+            tracing::warn!(error = %e, "pop failed");
             Ok(Json(json!({"success": false, "error": "Database unavailable"})).into_response())
         }
         PopOutcome::Messages {
+            queue,
             messages,
             lease_id,
             partitions_claimed,
@@ -94,13 +110,13 @@ async fn pop(
                         partition: m.partition_name,
                         lease_id: lease_id.clone(),
                         consumer_group: group.clone(),
-                        queue: req.queue.as_str().to_owned(),
+                        queue: queue.clone(),
                     })
                 })
                 .collect::<Result<Vec<_>, ApiError>>()?;
             Ok(Json(PopResponse {
                 success: true,
-                queue: req.queue.as_str().to_owned(),
+                queue,
                 partition,
                 partition_id,
                 lease_id,

@@ -1,0 +1,268 @@
+//! Consumer groups: list, detail, lagging, delete, seek, subscription update.
+
+use std::collections::BTreeMap;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use chrono::Utc;
+use queen_proto::time::{format_millis, parse_timestamp};
+use serde_json::{json, Map, Value};
+
+use super::{partition_name, queue_name};
+use crate::app::AppState;
+use crate::http::body::{parse_object, query_bool, query_u64, read_bytes, Query as Params};
+use crate::http::error::ApiError;
+use crate::store::Cursor;
+
+/// A group whose oldest unconsumed message is older than this is `Lagging` (5 minutes).
+const LAGGING_AFTER_SECS: i64 = 300;
+
+fn time_lag_secs(c: &Cursor) -> i64 {
+    c.oldest_unconsumed_at
+        .map_or(0, |t| (Utc::now() - t).num_seconds().max(0))
+}
+
+/// `GET /api/v1/consumer-groups`: one element per (group, queue).
+pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
+    let cursors = app.broker.store.cursors(None).await?;
+    let subscriptions = app.broker.store.subscriptions().await?;
+    let mut groups: BTreeMap<(String, String), Vec<Cursor>> = BTreeMap::new();
+    for c in cursors {
+        groups
+            .entry((c.consumer_group.clone(), c.queue.clone()))
+            .or_default()
+            .push(c);
+    }
+    let out = groups
+        .into_iter()
+        .map(|((group, queue), members)| {
+            let lagging = members.iter().filter(|c| c.offset_lag > 0).count();
+            let max_lag = members.iter().map(time_lag_secs).max().unwrap_or(0);
+            let consumed: i64 = members.iter().map(|c| c.total_consumed).sum();
+            let state = if max_lag > LAGGING_AFTER_SECS {
+                "Lagging"
+            } else if consumed > 0 || members.iter().any(|c| c.last_consumed_at.is_some()) {
+                "Stable"
+            } else {
+                "Dead"
+            };
+            let sub = subscriptions
+                .iter()
+                .find(|s| s.consumer_group == group && s.queue == queue);
+            json!({
+                "name": group,
+                "topics": [queue],
+                "queueName": queue,
+                "members": members.len(),
+                "partitionsWithLag": lagging,
+                "totalLag": null,
+                "maxTimeLag": max_lag,
+                "state": state,
+                "subscriptionMode": sub.map(|s| s.mode.clone()),
+                "subscriptionTimestamp": sub.map(|s| format_millis(s.timestamp)),
+                "subscriptionCreatedAt": sub.map(|s| format_millis(s.created_at)),
+            })
+        })
+        .collect();
+    Ok(Json(out))
+}
+
+/// `GET /api/v1/consumer-groups/lagging?minLagSeconds=3600`.
+pub async fn lagging(
+    State(app): State<AppState>,
+    Query(q): Query<Params>,
+) -> Result<Json<Vec<Value>>, ApiError> {
+    let min_lag = i64::try_from(query_u64(&q, "minLagSeconds", 3600)).unwrap_or(i64::MAX);
+    let cursors = app.broker.store.cursors(None).await?;
+    let out = cursors
+        .iter()
+        .filter(|c| c.offset_lag > 0 && time_lag_secs(c) >= min_lag)
+        .map(|c| {
+            let lag = time_lag_secs(c);
+            json!({
+                "consumer_group": c.consumer_group,
+                "queue_name": c.queue,
+                "partition_name": c.partition,
+                "partition_id": c.partition_id.to_string(),
+                "worker_id": c.lease_holder,
+                "offset_lag": c.offset_lag,
+                "time_lag_seconds": lag,
+                "lag_hours": lag as f64 / 3600.0,
+                "oldest_unconsumed_at": c.oldest_unconsumed_at.map(format_millis),
+                "last_consumed_at": c.last_consumed_at.map(format_millis),
+            })
+        })
+        .collect();
+    Ok(Json(out))
+}
+
+/// `GET /api/v1/consumer-groups/:group`: the group's cursors keyed by queue.
+pub async fn detail(
+    State(app): State<AppState>,
+    Path(group): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let cursors = app.broker.store.cursors(Some(&group)).await?;
+    let mut out = Map::new();
+    for c in cursors {
+        let entry = out
+            .entry(c.queue.clone())
+            .or_insert_with(|| json!({"partitions": []}));
+        if let Some(parts) = entry["partitions"].as_array_mut() {
+            parts.push(json!({
+                "partition": c.partition,
+                "workerId": c.lease_holder,
+                "lastConsumedAt": c.last_consumed_at.map(format_millis),
+                "totalConsumed": c.total_consumed,
+                "offsetLag": c.offset_lag,
+                "timeLagSeconds": time_lag_secs(&c),
+                "leaseActive": c.lease_active,
+            }));
+        }
+    }
+    Ok(Json(Value::Object(out)))
+}
+
+/// `DELETE /api/v1/consumer-groups/:group?deleteMetadata=true`.
+pub async fn delete(
+    State(app): State<AppState>,
+    Path(group): Path<String>,
+    Query(q): Query<Params>,
+) -> Result<Json<Value>, ApiError> {
+    let delete_metadata = query_bool(&q, "deleteMetadata", true);
+    let deleted = app
+        .broker
+        .store
+        .delete_consumer_group(&group, None, delete_metadata)
+        .await?;
+    Ok(Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        "deletedPartitions": deleted,
+        "metadataDeleted": delete_metadata,
+    })))
+}
+
+/// `DELETE /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true`.
+pub async fn delete_for_queue(
+    State(app): State<AppState>,
+    Path((group, queue)): Path<(String, String)>,
+    Query(q): Query<Params>,
+) -> Result<Json<Value>, ApiError> {
+    let delete_metadata = query_bool(&q, "deleteMetadata", true);
+    let deleted = app
+        .broker
+        .store
+        .delete_consumer_group(&group, Some(&queue), delete_metadata)
+        .await?;
+    Ok(Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        "queueName": queue,
+        "deletedPartitions": deleted,
+        "metadataDeleted": delete_metadata,
+    })))
+}
+
+/// `POST /api/v1/consumer-groups/:group/subscription` `{"subscriptionTimestamp": ...}`.
+pub async fn update_subscription(
+    State(app): State<AppState>,
+    Path(group): Path<String>,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let raw = map
+        .get("subscriptionTimestamp")
+        .and_then(Value::as_str)
+        .ok_or_else(|| ApiError::bad_request("Missing subscriptionTimestamp in request body"))?;
+    let at = parse_timestamp(raw).ok_or_else(|| {
+        ApiError::bad_request("subscriptionTimestamp must be an ISO-8601 timestamp")
+    })?;
+    let rows = app
+        .broker
+        .store
+        .update_subscription_timestamp(&group, at)
+        .await?;
+    Ok(Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        "newTimestamp": raw,
+        "rowsUpdated": rows,
+    })))
+}
+
+/// `POST /api/v1/consumer-groups/:group/queues/:queue/seek` `{"toEnd": true}` or `{"timestamp": ...}`.
+pub async fn seek(
+    State(app): State<AppState>,
+    Path((group, queue)): Path<(String, String)>,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
+    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let to_end = map.get("toEnd").and_then(Value::as_bool).unwrap_or(false);
+    let at = match map.get("timestamp") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(
+            parse_timestamp(s)
+                .ok_or_else(|| ApiError::bad_request("timestamp must be an ISO-8601 timestamp"))?,
+        ),
+        Some(_) => return Err(ApiError::bad_request("timestamp must be a string")),
+    };
+    if !to_end && at.is_none() {
+        return Err(ApiError::bad_request(
+            "Must specify either 'toEnd': true or 'timestamp'",
+        ));
+    }
+    let name = queue_name(&queue)?;
+    let Some(row) = app.broker.queue(name.as_str()).await? else {
+        return Err(ApiError::not_found("Queue not found"));
+    };
+    let moved = app
+        .broker
+        .store
+        .seek(&group, row.id, None, to_end, at)
+        .await?;
+    app.broker.waker.notify(name.as_str());
+    Ok(Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        "queueName": queue,
+        "seekToEnd": to_end,
+        "targetTimestamp": at.map(format_millis),
+        "partitionsUpdated": moved.len(),
+    })))
+}
+
+/// `POST /api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek`: to the end.
+pub async fn seek_partition(
+    State(app): State<AppState>,
+    Path((group, queue, partition)): Path<(String, String, String)>,
+) -> Result<Response, ApiError> {
+    let name = queue_name(&queue)?;
+    let part = partition_name(&partition)?;
+    let not_found = || {
+        (
+            StatusCode::NOT_FOUND,
+            Json(json!({"success": false, "error": "Partition not found"})),
+        )
+            .into_response()
+    };
+    let Some(row) = app.broker.queue(name.as_str()).await? else {
+        return Ok(not_found());
+    };
+    let moved = app
+        .broker
+        .store
+        .seek(&group, row.id, Some(part.as_str()), true, None)
+        .await?;
+    Ok(Json(json!({
+        "success": true,
+        "consumerGroup": group,
+        "queueName": queue,
+        "partitionName": partition,
+        "updated": !moved.is_empty(),
+        "cursorMovedTo": moved.first().map(|(_, offset)| *offset),
+    }))
+    .into_response())
+}

@@ -1,0 +1,59 @@
+//! `GET /api/v1/dlq`: dead letters with filters, pagination and a total.
+
+use axum::extract::{Query, State};
+use axum::Json;
+use queen_proto::time::format_millis;
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::app::AppState;
+use crate::http::body::{query_page, query_str, query_time, Query as Params};
+use crate::http::error::ApiError;
+use crate::store::DeadLetterFilter;
+
+/// Parses stored payload text back into JSON for an answer.
+pub fn payload_json(text: String) -> Box<RawValue> {
+    RawValue::from_string(text)
+        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("null is valid JSON"))
+}
+
+pub async fn list(
+    State(app): State<AppState>,
+    Query(q): Query<Params>,
+) -> Result<Json<Value>, ApiError> {
+    let (limit, offset) = query_page(&q, 100);
+    let filter = DeadLetterFilter {
+        queue: query_str(&q, "queue").map(str::to_owned),
+        consumer_group: query_str(&q, "consumerGroup").map(str::to_owned),
+        partition: query_str(&q, "partition").map(str::to_owned),
+        from: query_time(&q, "from")?,
+        to: query_time(&q, "to")?,
+        limit,
+        offset,
+    };
+    let (entries, total) = app.broker.store.list_dead_letters(&filter).await?;
+    let messages: Vec<Value> = entries
+        .into_iter()
+        .map(|d| {
+            json!({
+                "id": d.message_id.to_string(),
+                "transactionId": d.transaction_id,
+                "partitionId": d.partition_id.to_string(),
+                "queue": d.queue,
+                "partition": d.partition,
+                "consumerGroup": d.consumer_group,
+                "errorMessage": d.error_message,
+                "retryCount": d.retry_count,
+                "data": payload_json(d.payload),
+                "producerSub": d.producer_sub,
+                "createdAt": format_millis(d.created_at),
+                "failedAt": format_millis(d.failed_at),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "messages": messages,
+        "pagination": {"limit": limit, "offset": offset},
+        "total": total,
+    })))
+}
