@@ -4,9 +4,11 @@
 //! the queue option set of `/configure`, and the response bodies whose field
 //! names and casing the official clients depend on (see `shared/spec/http-api.md`).
 
+pub mod mesh;
 pub mod names;
 pub mod options;
 pub mod responses;
+pub mod spool;
 pub mod time;
 
 pub use names::{ConsumerGroup, NameError, PartitionName, QueueName, QUEUE_MODE};

@@ -55,6 +55,17 @@ impl Reader<'_> {
         self.env.get(var).filter(|v| !v.trim().is_empty())
     }
 
+    /// Reads `var`, falling back to its alias; returns the name that was set.
+    fn raw_aliased(
+        &self,
+        var: &'static str,
+        alias: &'static str,
+    ) -> Option<(&'static str, String)> {
+        self.raw(var)
+            .map(|v| (var, v))
+            .or_else(|| self.raw(alias).map(|v| (alias, v)))
+    }
+
     fn parsed<T: FromStr>(&self, var: &'static str, default: T) -> Result<T, ConfigError>
     where
         T::Err: fmt::Display,
@@ -187,6 +198,71 @@ impl SubscriptionMode {
     }
 }
 
+/// How replicas authenticate mesh connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MeshAuth {
+    /// No secret: any well-formed HELLO is accepted.
+    Off,
+    /// HMAC-SHA256 over the dialer's nonce (the seed design).
+    Hmac,
+    /// Timestamped HELLO, replay cache and a MAC on every frame.
+    HmacStrict,
+}
+
+impl MeshAuth {
+    /// The name the boot log and the stats surface show.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Off => "off",
+            Self::Hmac => "hmac",
+            Self::HmacStrict => "hmac-strict",
+        }
+    }
+}
+
+/// The TCP mesh of best-effort hints between replicas (high-availability.md §2).
+#[derive(Clone)]
+pub struct MeshConfig {
+    pub sync_enabled: bool,
+    /// `host:port` of every other replica.
+    pub peers: Vec<String>,
+    pub port: u16,
+    pub secret: String,
+    pub heartbeat: Duration,
+    pub auth: MeshAuth,
+}
+
+impl fmt::Debug for MeshConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MeshConfig")
+            .field("sync_enabled", &self.sync_enabled)
+            .field("peers", &self.peers)
+            .field("port", &self.port)
+            .field("secret", &"<redacted>")
+            .field("auth", &self.auth)
+            .finish_non_exhaustive()
+    }
+}
+
+impl MeshConfig {
+    /// The mesh runs only with sync enabled and at least one peer.
+    pub fn is_active(&self) -> bool {
+        self.sync_enabled && !self.peers.is_empty()
+    }
+}
+
+/// Background jobs: retention, eviction, stats (http-api.md §5.7, §5.9).
+#[derive(Debug, Clone)]
+pub struct JobsConfig {
+    pub retention_interval: Duration,
+    pub retention_batch: i32,
+    pub partition_cleanup_days: i32,
+    pub metrics_retention_days: i32,
+    pub eviction_interval: Duration,
+    pub eviction_batch: i32,
+    pub stats_interval: Duration,
+}
+
 /// The whole broker configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -200,8 +276,12 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// Longest a cached queue configuration is used before it is re-read.
     pub queue_config_max_age: Duration,
+    pub mesh: MeshConfig,
+    pub jobs: JobsConfig,
     /// How often persisted cluster state (maintenance flags) is re-read.
     pub reconcile_interval: Duration,
+    /// The disk spool that takes pushes while PostgreSQL is away.
+    pub spool: SpoolConfig,
     pub log_level: String,
     pub log_format_json: bool,
 }
@@ -212,6 +292,89 @@ const DEFAULT_POOL_SIZE: usize = 150;
 const DEFAULT_MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// 5 s: a lost config invalidation costs at most this long.
 const DEFAULT_QUEUE_CONFIG_MAX_AGE_MS: u64 = 5_000;
+
+/// Default TCP port of the mesh listener.
+const DEFAULT_MESH_PORT: u16 = 6633;
+
+fn read_mesh(r: &Reader<'_>, server_id: &str) -> Result<MeshConfig, ConfigError> {
+    let port = match r.raw_aliased("QUEEN_MESH_PORT", "QUEEN_UDP_NOTIFY_PORT") {
+        None => DEFAULT_MESH_PORT,
+        Some((var, v)) => v
+            .trim()
+            .parse()
+            .map_err(|e: std::num::ParseIntError| ConfigError {
+                var,
+                value: v.clone(),
+                reason: e.to_string(),
+            })?,
+    };
+    let mut peers = Vec::new();
+    if let Some((var, list)) = r.raw_aliased("QUEEN_MESH_PEERS", "QUEEN_UDP_PEERS") {
+        for entry in list.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            let Some((host, peer_port)) = entry.rsplit_once(':') else {
+                return Err(ConfigError {
+                    var,
+                    value: entry.to_owned(),
+                    reason: "expected host:port".into(),
+                });
+            };
+            let peer_port: u16 = peer_port.parse().map_err(|_| ConfigError {
+                var,
+                value: entry.to_owned(),
+                reason: "port must be a number".into(),
+            })?;
+            // entries that name this replica are skipped
+            let is_self = peer_port == port
+                && (host == server_id
+                    || host == "localhost"
+                    || host == "127.0.0.1"
+                    || host == "::1");
+            if !is_self {
+                peers.push(entry.to_owned());
+            }
+        }
+    }
+    let secret = r.string("QUEEN_SYNC_SECRET", "");
+    let strict = match r.string("QUEEN_MESH_AUTH", "hmac").trim() {
+        "" | "hmac" | "base" => false,
+        "strict" | "hmac-strict" => true,
+        other => {
+            return Err(ConfigError {
+                var: "QUEEN_MESH_AUTH",
+                value: other.to_owned(),
+                reason: "expected hmac or strict".into(),
+            })
+        }
+    };
+    let auth = match (secret.is_empty(), strict) {
+        (true, true) => {
+            return Err(ConfigError {
+                var: "QUEEN_MESH_AUTH",
+                value: "strict".into(),
+                reason: "strict mode needs QUEEN_SYNC_SECRET".into(),
+            })
+        }
+        (true, false) => MeshAuth::Off,
+        (false, false) => MeshAuth::Hmac,
+        (false, true) => MeshAuth::HmacStrict,
+    };
+    let heartbeat = r.millis("QUEEN_SYNC_HEARTBEAT_MS", 1_000)?;
+    if heartbeat.is_zero() {
+        return Err(ConfigError {
+            var: "QUEEN_SYNC_HEARTBEAT_MS",
+            value: "0".into(),
+            reason: "must be at least 1".into(),
+        });
+    }
+    Ok(MeshConfig {
+        sync_enabled: r.boolean("QUEEN_SYNC_ENABLED", true)?,
+        peers,
+        port,
+        secret,
+        heartbeat,
+        auth,
+    })
+}
 
 /// 5 s: a maintenance flag set on another replica reaches this one within this time.
 const DEFAULT_RECONCILE_INTERVAL_MS: u64 = 5_000;
@@ -294,7 +457,19 @@ impl Config {
                 })
             }
         };
+        let mesh = read_mesh(r, &server_id)?;
+        let jobs = JobsConfig {
+            retention_interval: r.millis("RETENTION_INTERVAL", 300_000)?,
+            retention_batch: r.parsed("RETENTION_BATCH_SIZE", 1000)?,
+            partition_cleanup_days: r.parsed("PARTITION_CLEANUP_DAYS", 30)?,
+            metrics_retention_days: r.parsed("METRICS_RETENTION_DAYS", 90)?,
+            eviction_interval: r.millis("EVICTION_INTERVAL", 60_000)?,
+            eviction_batch: r.parsed("EVICTION_BATCH_SIZE", 1000)?,
+            stats_interval: r.millis("STATS_INTERVAL_MS", 10_000)?,
+        };
         Ok(Self {
+            mesh,
+            jobs,
             host: r.parsed("HOST", IpAddr::from([0, 0, 0, 0]))?,
             port: r.parsed("PORT", 6632)?,
             server_id,
@@ -328,6 +503,7 @@ impl Config {
                 .millis("QUEEN_RECONCILE_INTERVAL_MS", DEFAULT_RECONCILE_INTERVAL_MS)?,
             log_level,
             log_format_json,
+            spool: read_spool(r)?,
         })
     }
 
@@ -340,8 +516,21 @@ impl Config {
                 self.db.host, self.db.port, self.db.dbname, self.db.user, self.db.use_ssl
             ),
         };
+        let sync = format!(
+            "sync[enabled={} mesh={} port={} peers={} auth: {} heartbeat_ms={}]",
+            self.mesh.sync_enabled,
+            if self.mesh.is_active() { "on" } else { "off" },
+            self.mesh.port,
+            if self.mesh.peers.is_empty() {
+                "-".to_owned()
+            } else {
+                self.mesh.peers.join(",")
+            },
+            self.mesh.auth.as_str(),
+            self.mesh.heartbeat.as_millis(),
+        );
         format!(
-            "listen={}:{} server_id={} db[{db} pool={} stmt_timeout_ms={}] pop[batch={} timeout_ms={} subscription={}] max_body_bytes={}",
+            "listen={}:{} server_id={} db[{db} pool={} stmt_timeout_ms={}] pop[batch={} timeout_ms={} subscription={}] max_body_bytes={} {sync}",
             self.host,
             self.port,
             self.server_id,
@@ -353,6 +542,74 @@ impl Config {
             self.max_body_bytes,
         )
     }
+}
+
+/// The disk spool (`FILE_BUFFER_*`, http-api.md §6.4 and §7).
+#[derive(Debug, Clone)]
+pub struct SpoolConfig {
+    /// `FILE_BUFFER_DIR`: this broker's own directory.
+    pub dir: std::path::PathBuf,
+    /// `FILE_BUFFER_FLUSH_MS`: how often the drainer looks for spooled records.
+    pub flush_interval: Duration,
+    /// `FILE_BUFFER_MAX_BATCH`: records replayed per PostgreSQL call.
+    pub max_batch: usize,
+    /// `FILE_BUFFER_EVENTS_PER_FILE`: records per segment file before it is sealed.
+    pub events_per_file: u64,
+    /// `FILE_BUFFER_MAX_BYTES`: size limit of the spool; past it pushes get 503.
+    pub max_bytes: u64,
+}
+
+/// 1 GiB: hours of a busy broker's pushes, well below a typical data disk.
+const DEFAULT_SPOOL_MAX_BYTES: u64 = 1 << 30;
+
+/// The platform state directory: `$XDG_STATE_HOME/queen/buffers`, else
+/// `/var/lib/queen/buffers` for root, else `$HOME/.local/state/queen/buffers`.
+fn default_spool_dir(r: &Reader<'_>) -> std::path::PathBuf {
+    use std::os::unix::fs::MetadataExt as _;
+    use std::path::PathBuf;
+    if let Some(state) = r.raw("XDG_STATE_HOME") {
+        return PathBuf::from(state).join("queen/buffers");
+    }
+    let root = std::fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0);
+    match r.raw("HOME") {
+        Some(home) if !root => PathBuf::from(home).join(".local/state/queen/buffers"),
+        _ => PathBuf::from("/var/lib/queen/buffers"),
+    }
+}
+
+fn read_spool(r: &Reader<'_>) -> Result<SpoolConfig, ConfigError> {
+    let at_least_one = |var: &'static str, v: u64| {
+        if v == 0 {
+            Err(ConfigError {
+                var,
+                value: "0".into(),
+                reason: "must be at least 1".into(),
+            })
+        } else {
+            Ok(v)
+        }
+    };
+    let default_dir = default_spool_dir(r);
+    Ok(SpoolConfig {
+        dir: r
+            .raw("FILE_BUFFER_DIR")
+            .map_or(default_dir, std::path::PathBuf::from),
+        flush_interval: r
+            .millis("FILE_BUFFER_FLUSH_MS", 100)?
+            .max(Duration::from_millis(1)),
+        max_batch: at_least_one(
+            "FILE_BUFFER_MAX_BATCH",
+            r.parsed("FILE_BUFFER_MAX_BATCH", 100)?,
+        )? as usize,
+        events_per_file: at_least_one(
+            "FILE_BUFFER_EVENTS_PER_FILE",
+            r.parsed("FILE_BUFFER_EVENTS_PER_FILE", 10_000)?,
+        )?,
+        max_bytes: at_least_one(
+            "FILE_BUFFER_MAX_BYTES",
+            r.parsed("FILE_BUFFER_MAX_BYTES", DEFAULT_SPOOL_MAX_BYTES)?,
+        )?,
+    })
 }
 
 #[cfg(test)]
@@ -385,6 +642,56 @@ mod tests {
         assert_eq!(e.var, "PG_USE_SSL");
         let e = Config::from_env(&env(&[("DEFAULT_SUBSCRIPTION_MODE", "later")])).unwrap_err();
         assert_eq!(e.var, "DEFAULT_SUBSCRIPTION_MODE");
+    }
+
+    #[test]
+    fn mesh_settings_have_aliases_and_skip_self() {
+        let c = Config::from_env(&env(&[
+            ("QUEEN_UDP_PEERS", "a:7000, localhost:7001,b:7002"),
+            ("QUEEN_UDP_NOTIFY_PORT", "7001"),
+            ("QUEEN_SYNC_SECRET", "s3cret"),
+        ]))
+        .unwrap();
+        assert_eq!(c.mesh.port, 7001);
+        assert_eq!(c.mesh.peers, vec!["a:7000", "b:7002"]);
+        assert_eq!(c.mesh.auth, MeshAuth::Hmac);
+        assert!(c.describe().contains("auth: hmac"));
+        assert!(!c.describe().contains("s3cret"));
+        let c = Config::from_env(&env(&[
+            ("QUEEN_MESH_PEERS", "x:1"),
+            ("QUEEN_UDP_PEERS", "y:2"),
+        ]))
+        .unwrap();
+        assert_eq!(c.mesh.peers, vec!["x:1"], "the QUEEN_MESH_* name wins");
+        assert_eq!(c.mesh.auth, MeshAuth::Off);
+        assert!(c.describe().contains("auth: off"));
+        let e = Config::from_env(&env(&[("QUEEN_MESH_PEERS", "nohostport")])).unwrap_err();
+        assert_eq!(e.var, "QUEEN_MESH_PEERS");
+        let e = Config::from_env(&env(&[("QUEEN_MESH_AUTH", "strict")])).unwrap_err();
+        assert_eq!(e.var, "QUEEN_MESH_AUTH");
+        let c = Config::from_env(&env(&[
+            ("QUEEN_SYNC_ENABLED", "false"),
+            ("QUEEN_MESH_PEERS", "x:1"),
+        ]))
+        .unwrap();
+        assert!(!c.mesh.is_active());
+    }
+
+    #[test]
+    fn spool_settings_default_per_platform_and_validate() {
+        let c = Config::from_env(&env(&[("XDG_STATE_HOME", "/tmp/st")])).unwrap();
+        assert_eq!(
+            c.spool.dir,
+            std::path::PathBuf::from("/tmp/st/queen/buffers")
+        );
+        assert_eq!(c.spool.flush_interval, Duration::from_millis(100));
+        assert_eq!((c.spool.max_batch, c.spool.events_per_file), (100, 10_000));
+        let c = Config::from_env(&env(&[("FILE_BUFFER_DIR", "/x/y")])).unwrap();
+        assert_eq!(c.spool.dir, std::path::PathBuf::from("/x/y"));
+        let e = Config::from_env(&env(&[("FILE_BUFFER_MAX_BATCH", "0")])).unwrap_err();
+        assert_eq!(e.var, "FILE_BUFFER_MAX_BATCH");
+        let e = Config::from_env(&env(&[("FILE_BUFFER_MAX_BYTES", "lots")])).unwrap_err();
+        assert_eq!(e.var, "FILE_BUFFER_MAX_BYTES");
     }
 
     #[test]

@@ -17,11 +17,13 @@ pub mod app;
 pub mod broker;
 pub mod config;
 pub mod http;
+pub mod jobs;
+pub mod mesh;
+pub mod spool;
 pub mod store;
 pub mod telemetry;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -31,11 +33,22 @@ use crate::broker::Broker;
 use crate::config::Config;
 use crate::store::Store;
 
+/// Opens this broker's spool directory; the error names `FILE_BUFFER_DIR`.
+async fn open_spool(config: &Config) -> anyhow::Result<spool::Spool> {
+    let spool_config = config.spool.clone();
+    let dir = spool_config.dir.clone();
+    tokio::task::spawn_blocking(move || spool::Spool::open(&spool_config))
+        .await?
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "FILE_BUFFER_DIR={}: cannot use it as the push spool: {e}",
+                dir.display()
+            )
+        })
+}
+
 /// The line logged once the HTTP listener is bound; tests and operators look for it.
 pub const LISTENING_LINE: &str = "queen listening";
-
-/// Pause between attempts to reach the database at start (and to migrate).
-const MIGRATE_RETRY: Duration = Duration::from_secs(2);
 
 /// Runs the broker on `listener` until `shutdown` is cancelled.
 pub async fn run(
@@ -50,14 +63,27 @@ pub async fn run(
     }
     tracing::info!(config = %config.describe(), "effective configuration");
     let store = Store::new(&config.db)?;
-    let broker = Broker::new(config, store, shutdown.child_token());
+    let spool = open_spool(&config).await?;
+    let broker = Broker::new(config, store, spool, shutdown.child_token());
+    // stops by itself when `shutdown` is cancelled
+    tokio::spawn(spool::drain::run(broker.clone(), shutdown.clone()));
     let app = Arc::new(App {
         broker: broker.clone(),
     });
 
-    let migrator = tokio::spawn(migrate_until_ready(broker.clone(), shutdown.clone()));
-    let housekeeping = tokio::spawn(housekeeping(broker.clone(), shutdown.clone()));
-    let reconciler = tokio::spawn(reconcile(broker.clone(), shutdown.clone()));
+    let mut background = jobs::spawn_all(&broker, &shutdown);
+    if broker.config.mesh.is_active() {
+        let mesh = mesh::Mesh::start(
+            broker.config.mesh.clone(),
+            broker.config.server_id.clone(),
+            broker.clone(),
+            shutdown.child_token(),
+        )
+        .await;
+        let _ = broker.mesh.set(mesh);
+    } else {
+        tracing::info!("mesh off (no peers or sync disabled): local long-poll waker only");
+    }
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
@@ -67,91 +93,8 @@ pub async fn run(
             async move { s.cancelled().await }
         })
         .await?;
-    migrator.abort();
-    housekeeping.abort();
-    reconciler.abort();
+    shutdown.cancel();
+    background.abort_all();
     tracing::info!("queen stopped");
     Ok(())
-}
-
-/// Applies migrations, retrying while the database is unreachable. Logs one
-/// clear message on the first failure saying how to point the broker at PostgreSQL.
-async fn migrate_until_ready(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let mut warned = false;
-    loop {
-        match broker.store.migrate().await {
-            Ok(applied) => {
-                if warned {
-                    tracing::info!("database reachable again");
-                }
-                tracing::info!(applied, "database schema ready");
-                check_connection_budget(&broker).await;
-                return;
-            }
-            Err(e) => {
-                if !warned {
-                    tracing::warn!(
-                        error = %e,
-                        "cannot reach PostgreSQL; set PG_HOST, PG_PORT, PG_USER, PG_PASSWORD, PG_DB \
-                         or DATABASE_URL to point the broker at a database; retrying every 2s"
-                    );
-                    warned = true;
-                } else {
-                    tracing::debug!(error = %e, "database still unreachable");
-                }
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(MIGRATE_RETRY) => {}
-            _ = shutdown.cancelled() => return,
-        }
-    }
-}
-
-/// Warns when the pool cannot fit in the server's `max_connections`.
-async fn check_connection_budget(broker: &Broker) {
-    match broker.store.max_connections().await {
-        Ok(max) => {
-            let pool = broker.config.db.pool_size as i64;
-            if pool > max {
-                tracing::warn!(
-                    pool_size = pool,
-                    max_connections = max,
-                    "DB_POOL_SIZE exceeds PostgreSQL max_connections; lower DB_POOL_SIZE"
-                );
-            }
-        }
-        Err(e) => tracing::debug!(error = %e, "could not read max_connections"),
-    }
-}
-
-/// Re-reads persisted cluster state on a fixed cadence, so a flag changed on
-/// another replica reaches this one even without any hint.
-async fn reconcile(broker: Arc<Broker>, shutdown: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(broker.config.reconcile_interval) => {
-                if broker.store.is_ready() {
-                    if let Err(e) = broker.reconcile().await {
-                        tracing::debug!(error = %e, "reconcile failed");
-                    }
-                }
-            }
-            _ = shutdown.cancelled() => return,
-        }
-    }
-}
-
-/// Every 10 s: closes connections idle past `DB_IDLE_TIMEOUT` and drops
-/// long-poll notifiers nobody waits on.
-async fn housekeeping(broker: Arc<Broker>, shutdown: CancellationToken) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_secs(10)) => {
-                broker.waker.prune();
-                broker.store.close_idle_connections(broker.config.db.idle_timeout);
-            }
-            _ = shutdown.cancelled() => return,
-        }
-    }
 }

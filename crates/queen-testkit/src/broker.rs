@@ -17,6 +17,8 @@ pub struct TestBroker {
     pub http: reqwest::Client,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
+    /// The broker's own spool directory when the test named none (removed on drop).
+    _spool_dir: Option<tempfile::TempDir>,
 }
 
 /// Environment every test broker starts from: a small pool and quick re-checks.
@@ -55,7 +57,18 @@ impl TestBroker {
     }
 
     /// Starts a broker from a full environment without waiting for health.
-    pub async fn start_env(env: HashMap<String, String>) -> anyhow::Result<Self> {
+    pub async fn start_env(mut env: HashMap<String, String>) -> anyhow::Result<Self> {
+        // every broker needs its own spool directory (a lock file guards it)
+        let spool_dir = if env.contains_key("FILE_BUFFER_DIR") {
+            None
+        } else {
+            let dir = tempfile::Builder::new().prefix("queen-spool-").tempdir()?;
+            env.insert(
+                "FILE_BUFFER_DIR".to_owned(),
+                dir.path().display().to_string(),
+            );
+            Some(dir)
+        };
         let config = queen_server::config::Config::from_env(&env)?;
         queen_server::telemetry::init(&config.log_level, false);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -76,6 +89,7 @@ impl TestBroker {
                 .build()?,
             shutdown,
             task,
+            _spool_dir: spool_dir,
         })
     }
 

@@ -5,9 +5,11 @@
 //! string), default `host=127.0.0.1 port=5432 user=postgres dbname=postgres`.
 
 mod broker;
+mod cluster;
 mod db;
 mod proxy;
 
-pub use broker::TestBroker;
+pub use broker::{base_env, TestBroker};
+pub use cluster::{free_port, TestCluster};
 pub use db::TestDb;
 pub use proxy::FaultProxy;

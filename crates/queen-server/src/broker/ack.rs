@@ -19,7 +19,6 @@ impl Broker {
             .store
             .acknowledge(req.group.as_str(), &req.items)
             .await?;
-        let mut woken: Vec<&str> = Vec::new();
         for o in &outcomes {
             let result = match (o.success, o.dlq) {
                 (true, true) => "dlq",
@@ -27,11 +26,12 @@ impl Broker {
                 (false, _) => "failed",
             };
             self.metrics.acks.with_label_values(&[result]).inc();
-            if let (true, Some(q)) = (o.lease_released, o.queue_name.as_deref()) {
-                if !woken.contains(&q) {
-                    self.waker.notify(q);
-                    woken.push(q);
-                }
+            if let (true, Some(q), Some(p)) = (
+                o.lease_released,
+                o.queue_name.as_deref(),
+                o.partition_name.as_deref(),
+            ) {
+                self.announce_partition_free(q, p, req.group.as_str());
             }
         }
         Ok(outcomes)

@@ -26,6 +26,17 @@ pub struct Metrics {
     pub pop_maintenance: IntGauge,
     pub dlq_depth: IntGauge,
     pub dlq_depth_by_queue: prometheus::IntGaugeVec,
+    /// Disk spool: records and bytes waiting, entries in `failed/`.
+    pub spool_records: IntGauge,
+    pub spool_bytes: IntGauge,
+    pub spool_failed: IntGauge,
+    /// Disk spool: records accepted, and records replayed into PostgreSQL.
+    pub spool_buffered: IntCounter,
+    pub spool_drained: IntCounter,
+    /// Per mesh peer: connected (0/1), hints sent, dropped, reconnects.
+    pub mesh_peer: prometheus::IntGaugeVec,
+    /// 1 for the mesh authentication mode in force.
+    pub mesh_auth: prometheus::IntGaugeVec,
     rate_window: Mutex<RateWindow>,
 }
 
@@ -87,7 +98,31 @@ impl Default for Metrics {
         registry
             .register(Box::new(dlq_depth_by_queue.clone()))
             .expect("unique metric");
+        let mesh_peer = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "queen_mesh_peer",
+                "mesh peer state: connected (0/1), sent, dropped, reconnects",
+            ),
+            &["peer", "stat"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(mesh_peer.clone()))
+            .expect("unique metric");
+        let mesh_auth = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "queen_mesh_auth_mode",
+                "mesh authentication mode in force (1)",
+            ),
+            &["mode"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(mesh_auth.clone()))
+            .expect("unique metric");
         Self {
+            mesh_peer,
+            mesh_auth,
             started: Instant::now(),
             http_requests: counter(
                 &registry,
@@ -143,6 +178,31 @@ impl Default for Metrics {
                 "dead letters stored in the cluster",
             ),
             dlq_depth_by_queue,
+            spool_records: gauge(
+                &registry,
+                "queen_spool_records",
+                "pushed records waiting in the disk spool",
+            ),
+            spool_bytes: gauge(
+                &registry,
+                "queen_spool_bytes",
+                "bytes of disk spool segment files",
+            ),
+            spool_failed: gauge(
+                &registry,
+                "queen_spool_failed_records",
+                "spooled records PostgreSQL refused, and corrupted segments, kept in failed/",
+            ),
+            spool_buffered: counter(
+                &registry,
+                "queen_spool_buffered_total",
+                "pushed records answered buffered (written to the disk spool)",
+            ),
+            spool_drained: counter(
+                &registry,
+                "queen_spool_drained_total",
+                "spooled records replayed into PostgreSQL",
+            ),
             registry,
             rate_window: Mutex::new(RateWindow {
                 at: Instant::now(),

@@ -12,7 +12,12 @@ mod push;
 mod queues;
 mod transaction;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+
+use queen_proto::mesh::{
+    Frame, MaintenanceKind, MaintenanceModeSet, MessageAvailable, PartitionFree,
+    QueueConfigInvalidate,
+};
 
 use tokio_util::sync::CancellationToken;
 
@@ -44,6 +49,9 @@ pub enum BrokerError {
     /// Push maintenance mode is on and there is no spool to take the push (HTTP 503).
     #[error("{0}")]
     Maintenance(String),
+    /// The disk spool could not take a push: full, over its limit, or failing (HTTP 503).
+    #[error("{0}")]
+    Spool(String),
     /// A broken invariant inside the broker (HTTP 500).
     #[error("internal error: {0}")]
     Internal(String),
@@ -61,12 +69,21 @@ pub struct Broker {
     pub queues: QueueCache,
     pub metrics: Metrics,
     pub flags: Flags,
+    /// This broker's disk spool: takes pushes while PostgreSQL is away.
+    pub spool: crate::spool::Spool,
+    /// The mesh to other replicas; unset when it does not run.
+    pub mesh: OnceLock<Arc<crate::mesh::Mesh>>,
     /// Cancelled at shutdown: parked pops answer empty at once.
     pub shutdown: CancellationToken,
 }
 
 impl Broker {
-    pub fn new(config: Config, store: Store, shutdown: CancellationToken) -> Arc<Self> {
+    pub fn new(
+        config: Config,
+        store: Store,
+        spool: crate::spool::Spool,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
         Arc::new(Self {
             queues: QueueCache::new(config.queue_config_max_age),
             config,
@@ -74,8 +91,45 @@ impl Broker {
             waker: Waker::default(),
             metrics: Metrics::default(),
             flags: Flags::default(),
+            spool,
+            mesh: OnceLock::new(),
             shutdown,
         })
+    }
+
+    /// Sends a hint to the other replicas, if the mesh runs.
+    fn hint(&self, frame: Frame) {
+        if let Some(mesh) = self.mesh.get() {
+            mesh.send(&frame);
+        }
+    }
+
+    /// A push committed on `queue`/`partition`: wakes pops parked here and on peers.
+    pub fn announce_messages(&self, queue: &str, partition: &str) {
+        self.waker.notify(queue);
+        self.waker.notify(ANY_QUEUE_KEY);
+        self.hint(Frame::MessageAvailable(MessageAvailable {
+            queue: queue.to_owned(),
+            partition: partition.to_owned(),
+        }));
+    }
+
+    /// A lease on `queue`/`partition` was released for `group`.
+    pub fn announce_partition_free(&self, queue: &str, partition: &str, group: &str) {
+        self.waker.notify(queue);
+        self.hint(Frame::PartitionFree(PartitionFree {
+            queue: queue.to_owned(),
+            partition: partition.to_owned(),
+            consumer_group: group.to_owned(),
+        }));
+    }
+
+    /// A queue's configuration changed or it was deleted.
+    pub fn announce_config_change(&self, queue: &str) {
+        self.queues.invalidate(queue);
+        self.hint(Frame::QueueConfigInvalidate(QueueConfigInvalidate {
+            queue: queue.to_owned(),
+        }));
     }
 
     /// Push, pop and ack rates of this replica.
@@ -92,6 +146,14 @@ impl Broker {
         };
         self.store.set_flag(key, enabled).await?;
         self.apply_maintenance(pop, enabled);
+        self.hint(Frame::MaintenanceModeSet(MaintenanceModeSet {
+            mode: if pop {
+                MaintenanceKind::Pop
+            } else {
+                MaintenanceKind::Push
+            },
+            enabled,
+        }));
         Ok(())
     }
 

@@ -1,12 +1,16 @@
 //! Push: append validated items to their partitions, dedup by transactionId.
+//!
+//! When PostgreSQL is unreachable (or push maintenance mode is on) the items go
+//! to the disk spool instead and are answered `buffered`; see [`crate::spool`].
 
 use std::collections::HashMap;
 
+use queen_proto::spool::Record;
 use queen_proto::{PartitionName, QueueName};
 use uuid::Uuid;
 
 use super::{Broker, BrokerError};
-use crate::store::{AppendStatus, NewMessage};
+use crate::store::{AppendStatus, NewMessage, StoreError};
 
 /// One validated push item.
 #[derive(Debug, Clone)]
@@ -36,22 +40,100 @@ pub enum PushOutcome {
         message_id: Uuid,
         queue: String,
     },
+    /// Durable in the disk spool; replayed into PostgreSQL later.
+    Buffered {
+        queue: String,
+        partition: String,
+        transaction_id: String,
+    },
+}
+
+/// True for errors that mean "PostgreSQL is not there": connection-class
+/// failures and timeouts. A push that hit one may or may not have committed;
+/// spooling it is safe because its transactionId is already fixed.
+fn db_unreachable(e: &StoreError) -> bool {
+    e.is_unavailable() || e.is_timeout()
 }
 
 impl Broker {
-    /// Appends `items` (one PostgreSQL transaction for the whole request) and
-    /// wakes pops parked on the queues written to. Outcomes follow input order.
-    pub async fn push(&self, items: Vec<PushItem>) -> Result<Vec<PushOutcome>, BrokerError> {
+    /// Pushes `items`: straight into PostgreSQL (one transaction for the whole
+    /// request) or, when the database is unreachable or push maintenance mode is
+    /// on, into the disk spool. Outcomes follow input order.
+    pub async fn push(&self, mut items: Vec<PushItem>) -> Result<Vec<PushOutcome>, BrokerError> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        if self.flags.push_maintenance() {
-            return Err(BrokerError::Maintenance(
-                "Push maintenance mode is on: pushes are refused until it is turned off".into(),
-            ));
+        // fixed before the first attempt, so a spooled retry of a push PostgreSQL
+        // committed without answering is a duplicate, not a second message
+        for item in &mut items {
+            if item.transaction_id.is_none() {
+                item.transaction_id = Some(Uuid::now_v7().to_string());
+            }
+        }
+        if self.must_spool(&items) {
+            return self.spool_push(&items).await;
+        }
+        match self.append_now(&items).await {
+            Err(BrokerError::Store(e)) if db_unreachable(&e) => {
+                self.spool.outage.mark_down(&e);
+                self.spool_push(&items).await
+            }
+            other => other,
+        }
+    }
+
+    /// True when the push goes to the spool: push maintenance, a known outage,
+    /// or records of one of its partitions still waiting in the spool (a direct
+    /// push must not overtake them).
+    fn must_spool(&self, items: &[PushItem]) -> bool {
+        self.flags.push_maintenance()
+            || self.spool.outage.is_down()
+            || self.spool.holds_any(
+                items
+                    .iter()
+                    .map(|i| (i.queue.as_str(), i.partition.as_str())),
+            )
+    }
+
+    /// Writes `items` to the spool and answers `buffered` once they are durable.
+    async fn spool_push(&self, items: &[PushItem]) -> Result<Vec<PushOutcome>, BrokerError> {
+        let now = chrono::Utc::now().timestamp_millis();
+        let records: Vec<Record> = items
+            .iter()
+            .map(|i| Record {
+                queue: i.queue.as_str().to_owned(),
+                partition: i.partition.as_str().to_owned(),
+                transaction_id: i.transaction_id.clone().unwrap_or_default(),
+                trace_id: i.trace_id,
+                payload: i.payload.clone(),
+                producer_sub: i.producer_sub.clone(),
+                spooled_at_ms: now,
+            })
+            .collect();
+        self.spool
+            .append(&records)
+            .await
+            .map_err(|e| BrokerError::Spool(e.to_string()))?;
+        self.metrics.spool_buffered.inc_by(records.len() as u64);
+        Ok(records
+            .into_iter()
+            .map(|r| PushOutcome::Buffered {
+                queue: r.queue,
+                partition: r.partition,
+                transaction_id: r.transaction_id,
+            })
+            .collect())
+    }
+
+    /// Appends `items` to PostgreSQL (one transaction) and wakes pops parked on
+    /// the queues written to; the spool drainer replays through here too.
+    /// Outcomes follow input order.
+    pub async fn append_now(&self, items: &[PushItem]) -> Result<Vec<PushOutcome>, BrokerError> {
+        if items.is_empty() {
+            return Ok(Vec::new());
         }
         let mut queue_ids: HashMap<QueueName, Uuid> = HashMap::new();
-        for item in &items {
+        for item in items {
             if !queue_ids.contains_key(&item.queue) {
                 let row = self.queue_or_create(&item.queue).await?;
                 queue_ids.insert(item.queue.clone(), row.id);
@@ -113,7 +195,7 @@ impl Broker {
                 let message_id = match &outcomes[first] {
                     Some(PushOutcome::Queued { message_id, .. })
                     | Some(PushOutcome::Duplicate { message_id, .. }) => *message_id,
-                    None => Uuid::nil(),
+                    Some(PushOutcome::Buffered { .. }) | None => Uuid::nil(),
                 };
                 outcomes[i] = Some(PushOutcome::Duplicate {
                     transaction_id: items[i].transaction_id.clone().unwrap_or_default(),
@@ -128,10 +210,17 @@ impl Broker {
             .filter(|o| matches!(o, Some(PushOutcome::Queued { .. })))
             .count();
         self.metrics.pushed.inc_by(queued as u64);
-        for queue in queue_ids.keys() {
-            self.waker.notify(queue.as_str());
+        let mut written: Vec<(&str, &str)> = items
+            .iter()
+            .zip(&outcomes)
+            .filter(|(_, o)| matches!(o, Some(PushOutcome::Queued { .. })))
+            .map(|(item, _)| (item.queue.as_str(), item.partition.as_str()))
+            .collect();
+        written.sort_unstable();
+        written.dedup();
+        for (queue, partition) in written {
+            self.announce_messages(queue, partition);
         }
-        self.waker.notify(super::ANY_QUEUE_KEY);
         outcomes
             .into_iter()
             .map(|o| o.ok_or_else(|| BrokerError::Internal("push result missing".into())))

@@ -29,7 +29,6 @@ impl Broker {
     pub async fn transaction(&self, ops: Vec<TxOp>) -> Result<TxResult, BrokerError> {
         let mut store_ops = Vec::with_capacity(ops.len());
         let mut transaction_ids = Vec::with_capacity(ops.len());
-        let mut queues: Vec<String> = Vec::new();
         for op in ops {
             match op {
                 TxOp::Push(item) => {
@@ -39,7 +38,6 @@ impl Broker {
                         .unwrap_or_else(|| Uuid::now_v7().to_string());
                     let (namespace, task) = item.queue.derived_namespace_task();
                     transaction_ids.push(transaction_id.clone());
-                    queues.push(item.queue.as_str().to_owned());
                     store_ops.push(TxOperation::Push {
                         queue: item.queue.as_str().to_owned(),
                         namespace,
@@ -67,16 +65,22 @@ impl Broker {
         let transaction_id = Uuid::now_v7();
         match self.store.run_transaction(&store_ops).await {
             Ok(outcomes) => {
-                for o in &outcomes {
-                    if let TxOutcome::Acked(a) = o {
-                        if let (true, Some(q)) = (a.lease_released, a.queue_name.as_deref()) {
-                            self.waker.notify(q);
+                for (o, op) in outcomes.iter().zip(&store_ops) {
+                    match (o, op) {
+                        (TxOutcome::Acked(a), TxOperation::Ack { group, .. }) => {
+                            if let (true, Some(q), Some(p)) = (
+                                a.lease_released,
+                                a.queue_name.as_deref(),
+                                a.partition_name.as_deref(),
+                            ) {
+                                self.announce_partition_free(q, p, group);
+                            }
                         }
+                        (TxOutcome::Pushed(_), TxOperation::Push { queue, message, .. }) => {
+                            self.announce_messages(queue, &message.partition);
+                        }
+                        _ => {}
                     }
-                }
-                queues.dedup();
-                for q in &queues {
-                    self.waker.notify(q);
                 }
                 Ok(TxResult {
                     transaction_id,

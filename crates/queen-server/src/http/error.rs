@@ -64,6 +64,10 @@ impl From<BrokerError> for ApiError {
         match e {
             BrokerError::Invalid(m) => Self::bad_request(m),
             BrokerError::Store(e) => e.into(),
+            BrokerError::Spool(m) => Self {
+                status: StatusCode::SERVICE_UNAVAILABLE,
+                message: m,
+            },
             BrokerError::Maintenance(m) => Self {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 message: m,

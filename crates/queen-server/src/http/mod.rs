@@ -14,8 +14,8 @@ use axum::Router;
 use crate::app::AppState;
 use error::ApiError;
 use routes::{
-    ack, consumer_groups as groups, dlq, health, lease, messages, metrics, pop, push, queues,
-    resources, status, system, traces, transaction,
+    ack, cluster, consumer_groups as groups, dlq, health, lease, messages, metrics, pop, push,
+    queues, resources, status, system, traces, transaction,
 };
 
 /// Builds the router of every route, with CORS on every answer.
@@ -108,7 +108,7 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/system/maintenance/pop",
             get(system::get_pop_maintenance).post(system::set_pop_maintenance),
         )
-        .route("/api/v1/system/shared-state", get(system::shared_state))
+        .route("/api/v1/system/shared-state", get(cluster::shared_state))
         .route("/api/v1/stats/refresh", post(system::stats_refresh))
         .route("/metrics", get(metrics::json))
         .route("/metrics/prometheus", get(metrics::prometheus))

@@ -108,9 +108,9 @@ pub struct PartitionStats {
 }
 
 impl PartitionStats {
-    /// Messages neither completed nor leased.
+    /// Messages neither completed, leased nor dead-lettered.
     pub fn pending(&self) -> i64 {
-        (self.total - self.completed - self.processing).max(0)
+        (self.total - self.completed - self.processing - self.dead_letter).max(0)
     }
 }
 
@@ -561,7 +561,8 @@ impl Store {
                 partition: r.get(6),
                 created_at: r.get(7),
                 total: r.get(8),
-                completed: r.get(9),
+                // a dead-lettered message moved the cursor too; count it once, as dead
+                completed: (r.get::<_, i64>(9) - r.get::<_, i64>(11)).max(0),
                 processing: r.get(10),
                 dead_letter: r.get(11),
                 oldest_message: r.get(12),

@@ -32,6 +32,12 @@ impl StoreError {
         matches!(self, Self::Unavailable(_) | Self::NotReady)
     }
 
+    /// True when a statement was cancelled by `statement_timeout` (SQLSTATE 57014):
+    /// the server did not answer in time.
+    pub fn is_timeout(&self) -> bool {
+        matches!(self, Self::Other(m) if m.starts_with("57014"))
+    }
+
     /// True when running the same statement again may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(self, Self::Conflict(_))

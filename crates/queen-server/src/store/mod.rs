@@ -6,6 +6,7 @@
 
 mod admin;
 mod error;
+pub mod jobs;
 mod migrate;
 
 use std::sync::atomic::{AtomicBool, Ordering};

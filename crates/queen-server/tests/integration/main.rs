@@ -1,1 +1,17 @@
+//! Integration tests of the broker core: one binary, one module per area.
+//! Every test has its own database and broker (`queen-testkit`).
 
+mod ack;
+mod admin;
+mod common;
+mod configure;
+mod groups;
+mod ha;
+mod lease;
+mod long_poll;
+mod outage;
+mod pop;
+mod push;
+mod spool;
+mod transaction;
+mod validation;

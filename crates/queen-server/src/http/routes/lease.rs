@@ -1,4 +1,9 @@
-//! `POST /api/v1/lease/:leaseId/extend`: a one-element array; the body may be absent.
+//! `POST /api/v1/lease/:leaseId/extend`; the request body may be absent.
+//!
+//! Answered with one object. The 0.15 contract says a one-element array, but
+//! the official Python client 1.3.0 reads the answer with `result.get(...)` and
+//! reports every renewal as failed on an array; 2.6.0 accepts both shapes and
+//! the JS client ignores the body, so the object works for all of them.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -21,7 +26,7 @@ pub async fn extend(
     State(app): State<AppState>,
     Path(lease_id): Path<String>,
     body: Body,
-) -> Result<Json<Vec<LeaseExtendResult>>, ApiError> {
+) -> Result<Json<LeaseExtendResult>, ApiError> {
     let lease = Uuid::parse_str(&lease_id)
         .map_err(|_| ApiError::bad_request("leaseId must be a valid UUID"))?;
     let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
@@ -40,7 +45,7 @@ pub async fn extend(
         .extend_lease(lease, i32::try_from(seconds).unwrap_or(60))
         .await?;
     let expires = ext.expires_at.map(format_millis);
-    Ok(Json(vec![LeaseExtendResult {
+    Ok(Json(LeaseExtendResult {
         index: 0,
         lease_id,
         success: ext.renewed > 0,
@@ -48,5 +53,5 @@ pub async fn extend(
         expires_at: expires.clone(),
         new_expires_at: expires,
         renewed: ext.renewed,
-    }]))
+    }))
 }

@@ -54,6 +54,10 @@ pub async fn prometheus(State(app): State<AppState>) -> Result<Response, ApiErro
     m.push_maintenance
         .set(i64::from(b.flags.push_maintenance()));
     m.pop_maintenance.set(i64::from(b.flags.pop_maintenance()));
+    let spool = b.spool.stats();
+    m.spool_records.set(spool.records as i64);
+    m.spool_bytes.set(spool.bytes as i64);
+    m.spool_failed.set(spool.failed as i64);
     if let Ok(rows) = b.store.partition_stats(None).await {
         m.dlq_depth_by_queue.reset();
         let mut total = 0;
@@ -66,6 +70,23 @@ pub async fn prometheus(State(app): State<AppState>) -> Result<Response, ApiErro
             }
         }
         m.dlq_depth.set(total);
+    }
+    m.mesh_auth.reset();
+    m.mesh_auth
+        .with_label_values(&[b.config.mesh.auth.as_str()])
+        .set(1);
+    if let Some(mesh) = b.mesh.get() {
+        for p in mesh.snapshot() {
+            let set = |stat: &str, v: u64| {
+                m.mesh_peer
+                    .with_label_values(&[p.addr.as_str(), stat])
+                    .set(i64::try_from(v).unwrap_or(i64::MAX));
+            };
+            set("connected", u64::from(p.connected));
+            set("sent", p.sent);
+            set("dropped", p.dropped);
+            set("reconnects", p.reconnects);
+        }
     }
     let mut out = Vec::new();
     TextEncoder::new()

@@ -1,6 +1,7 @@
 //! One file per API v1 area.
 
 pub mod ack;
+pub mod cluster;
 pub mod consumer_groups;
 pub mod dlq;
 pub mod health;

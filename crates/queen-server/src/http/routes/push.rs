@@ -1,4 +1,5 @@
-//! `POST /api/v1/push`: a bare array of per-item results, status 201.
+//! `POST /api/v1/push`: a bare array of per-item results, status 201 (`queued`,
+//! `duplicate`, or `buffered` when the push went to the disk spool).
 
 use axum::body::Body;
 use axum::extract::State;
@@ -143,6 +144,17 @@ pub async fn push(State(app): State<AppState>, body: Body) -> Result<Response, A
                 status: "duplicate",
                 message_id: message_id.to_string(),
                 queue_name: queue,
+            },
+            PushOutcome::Buffered {
+                queue,
+                partition,
+                transaction_id,
+            } => PushResult::Buffered {
+                index,
+                status: "buffered",
+                queue,
+                partition,
+                transaction_id,
             },
         })
         .collect();

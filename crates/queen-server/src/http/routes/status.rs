@@ -235,9 +235,10 @@ pub async fn analytics(
 
 pub async fn buffers(State(app): State<AppState>) -> Json<Value> {
     let healthy = app.broker.store.ping().await.is_ok();
+    let spool = app.broker.spool.stats();
     Json(json!({
-        "pending": 0,
-        "failed": 0,
+        "pending": spool.records,
+        "failed": spool.failed,
         "dbHealthy": healthy,
         "worker": app.broker.config.server_id,
     }))

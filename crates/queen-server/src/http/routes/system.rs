@@ -17,18 +17,33 @@ async fn enabled_from(app: &AppState, body: Body) -> Result<bool, ApiError> {
 }
 
 fn push_state(app: &AppState) -> Value {
+    let spool = &app.broker.spool;
+    let s = spool.stats();
     json!({
         "maintenanceMode": app.broker.flags.push_maintenance(),
         "popMaintenanceMode": app.broker.flags.pop_maintenance(),
-        "bufferedMessages": 0,
-        "bufferHealthy": true,
-        "bufferStats": {"pending": 0, "failed": 0, "spool": "not available in this build"},
+        "bufferedMessages": s.records,
+        "bufferHealthy": spool.is_healthy(),
+        "bufferStats": {
+            "pending": s.records,
+            "failed": s.failed,
+            "bytes": s.bytes,
+            "maxBytes": s.max_bytes,
+            "segments": s.segments,
+            "drained": s.drained_total,
+            "writable": s.healthy,
+            "databaseReachable": !spool.outage.is_down(),
+            "directory": spool.dir().display().to_string(),
+        },
     })
 }
 
-pub async fn get_maintenance(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    app.broker.reconcile().await?;
-    Ok(Json(push_state(&app)))
+pub async fn get_maintenance(State(app): State<AppState>) -> Json<Value> {
+    // while PostgreSQL is away the cached flags answer: the spool numbers matter most then
+    if let Err(e) = app.broker.reconcile().await {
+        tracing::debug!(error = %e, "maintenance flags not re-read");
+    }
+    Json(push_state(&app))
 }
 
 pub async fn set_maintenance(
@@ -37,11 +52,15 @@ pub async fn set_maintenance(
 ) -> Result<Json<Value>, ApiError> {
     let enabled = enabled_from(&app, body).await?;
     app.broker.set_maintenance(false, enabled).await?;
+    if !enabled {
+        // replay what maintenance mode spooled, now rather than at the next tick
+        app.broker.spool.kick.notify_one();
+    }
     let mut state = push_state(&app);
     state["message"] = json!(if enabled {
-        "Push maintenance mode enabled: pushes are refused with 503"
+        "Push maintenance mode enabled: pushes are written to the disk spool"
     } else {
-        "Push maintenance mode disabled"
+        "Push maintenance mode disabled: spooled pushes are being replayed"
     });
     Ok(Json(state))
 }
@@ -69,14 +88,6 @@ pub async fn set_pop_maintenance(
             "Pop maintenance mode disabled"
         },
     })))
-}
-
-pub async fn shared_state(State(app): State<AppState>) -> Json<Value> {
-    Json(json!({
-        "enabled": false,
-        "serverId": app.broker.config.server_id,
-        "peers": [],
-    }))
 }
 
 pub async fn stats_refresh() -> Json<Value> {

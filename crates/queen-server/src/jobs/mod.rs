@@ -1,0 +1,128 @@
+//! Background loops, each `async fn run(broker, cancel)`.
+//!
+//! - `migrate`: applies migrations at start, retrying while PostgreSQL is away;
+//! - `reconcile`: re-reads persisted cluster state on a fixed cadence (every replica);
+//! - `housekeeping`: idle connections, unused long-poll notifiers (every replica);
+//! - `stats`: this replica's throughput row (every replica, not gated);
+//! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
+//!   replica does the work of each cycle.
+
+mod eviction;
+mod migrate;
+mod retention;
+mod stats;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::broker::Broker;
+
+/// Advisory lock key of the retention job ("queenret").
+pub const RETENTION_LOCK_KEY: i64 = 0x7175_6565_6e72_6574;
+/// Advisory lock key of the eviction job ("queenevi").
+pub const EVICTION_LOCK_KEY: i64 = 0x7175_6565_6e65_7669;
+
+/// Starts every background loop; they stop when `cancel` is cancelled.
+pub fn spawn_all(broker: &Arc<Broker>, cancel: &CancellationToken) -> JoinSet<()> {
+    let mut set = JoinSet::new();
+    set.spawn(migrate::run(broker.clone(), cancel.clone()));
+    set.spawn(every(broker.config.reconcile_interval, cancel.clone(), {
+        let b = broker.clone();
+        move || {
+            let b = b.clone();
+            async move {
+                if b.store.is_ready() {
+                    if let Err(e) = b.reconcile().await {
+                        tracing::debug!(error = %e, "reconcile failed");
+                    }
+                }
+            }
+        }
+    }));
+    set.spawn(every(HOUSEKEEPING_PERIOD, cancel.clone(), {
+        let b = broker.clone();
+        move || {
+            b.waker.prune();
+            b.store.close_idle_connections(b.config.db.idle_timeout);
+            std::future::ready(())
+        }
+    }));
+    set.spawn(stats::run(broker.clone(), cancel.clone()));
+    set.spawn(retention::run(broker.clone(), cancel.clone()));
+    set.spawn(eviction::run(broker.clone(), cancel.clone()));
+    set
+}
+
+/// Housekeeping cadence: idle connections and unused notifiers (10 s).
+const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(10);
+
+/// Runs `tick` every `period` until cancelled.
+async fn every<F, Fut>(period: Duration, cancel: CancellationToken, mut tick: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => tick().await,
+            _ = cancel.cancelled() => return,
+        }
+    }
+}
+
+/// The number of the cycle a job period falls in, the same on every replica.
+fn cycle_number(period: Duration) -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis();
+    (now / period.as_millis().max(1)) as i64
+}
+
+/// Runs one cycle of a leader-gated job: takes the advisory lock (skipping the
+/// cycle when another replica holds it), claims the cycle so it runs once, runs
+/// `work` on the lock's connection with the lock held, and records the result.
+async fn gated_cycle<F>(broker: &Broker, job: &'static str, key: i64, period: Duration, work: F)
+where
+    F: AsyncFnOnce(&tokio_postgres::Client) -> Result<i64, crate::store::StoreError>,
+{
+    use crate::store::jobs::{claim_cycle, finish_cycle};
+    if !broker.store.is_ready() {
+        return;
+    }
+    let guard = match broker.store.try_advisory_lock(key).await {
+        Ok(Some(g)) => g,
+        Ok(None) => {
+            tracing::debug!(job, "another replica holds the lock; skipping this cycle");
+            return;
+        }
+        Err(e) => {
+            tracing::debug!(job, error = %e, "cannot take the job lock");
+            return;
+        }
+    };
+    let cycle = cycle_number(period);
+    let result = async {
+        if !claim_cycle(&guard.client, job, cycle, &broker.config.server_id).await? {
+            return Ok(None);
+        }
+        let affected = work(&guard.client).await?;
+        finish_cycle(&guard.client, job, cycle, affected).await?;
+        Ok::<_, crate::store::StoreError>(Some(affected))
+    }
+    .await;
+    match result {
+        Ok(Some(affected)) if affected > 0 => {
+            tracing::info!(job, cycle, affected, "job cycle done")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(job, error = %e, "job cycle failed"),
+    }
+    if let Err(e) = guard.release().await {
+        tracing::debug!(job, error = %e, "releasing the job lock failed");
+    }
+}

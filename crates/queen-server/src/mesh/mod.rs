@@ -1,0 +1,163 @@
+//! The mesh: best-effort hints between replicas over TCP.
+//!
+//! Every replica listens on the mesh port and dials every configured peer. It
+//! sends only on connections it dialled and receives only on connections it
+//! accepted (two one-way connections per pair). Hints wake parked pops,
+//! invalidate cached queue configs and spread maintenance flags; losing one
+//! costs latency, never correctness (see `docs/operations/high-availability.md`).
+//! [`Mesh::send`] never blocks: each peer has a bounded queue, and a frame that
+//! does not fit, or finds the peer down, is dropped and counted.
+
+mod handshake;
+mod hints;
+mod listener;
+mod peer;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use queen_proto::mesh::Frame;
+use serde::Serialize;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+pub use handshake::{make_hello, FrameSigner};
+pub use listener::MESH_BIND_FAILED;
+
+use crate::broker::Broker;
+use crate::config::MeshConfig;
+
+/// Frames a peer's send queue holds before new ones are dropped.
+pub const PEER_QUEUE_FRAMES: usize = 1024;
+
+/// Counters of one dialled peer.
+#[derive(Debug, Default)]
+pub struct PeerStats {
+    pub connected: AtomicBool,
+    pub sent: AtomicU64,
+    pub dropped: AtomicU64,
+    pub reconnects: AtomicU64,
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// One configured peer: its address, send queue and counters.
+#[derive(Debug)]
+pub struct Peer {
+    pub addr: String,
+    tx: mpsc::Sender<Frame>,
+    pub stats: PeerStats,
+}
+
+/// Counters of the listening side.
+#[derive(Debug, Default)]
+pub struct InboundStats {
+    pub open: AtomicUsize,
+    pub accepted: AtomicU64,
+    pub rejected: AtomicU64,
+    pub frames: AtomicU64,
+}
+
+/// The mesh handle held by the broker.
+#[derive(Debug)]
+pub struct Mesh {
+    pub config: MeshConfig,
+    pub server_id: String,
+    pub peers: Vec<Arc<Peer>>,
+    pub inbound: Arc<InboundStats>,
+    /// False when the listener could not bind (the broker serves with the local waker only).
+    pub listening: AtomicBool,
+}
+
+/// A peer as the stats surface shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerSnapshot {
+    pub addr: String,
+    pub connected: bool,
+    pub sent: u64,
+    pub dropped: u64,
+    pub reconnects: u64,
+    pub last_error: Option<String>,
+}
+
+impl Mesh {
+    /// Starts the listener and one dialer per peer; returns the handle.
+    pub async fn start(
+        config: MeshConfig,
+        server_id: String,
+        broker: Arc<Broker>,
+        cancel: CancellationToken,
+    ) -> Arc<Self> {
+        let mut receivers = Vec::new();
+        let peers = config
+            .peers
+            .iter()
+            .map(|addr| {
+                let (tx, rx) = mpsc::channel(PEER_QUEUE_FRAMES);
+                receivers.push(rx);
+                Arc::new(Peer {
+                    addr: addr.clone(),
+                    tx,
+                    stats: PeerStats::default(),
+                })
+            })
+            .collect();
+        let mesh = Arc::new(Self {
+            config,
+            server_id,
+            peers,
+            inbound: Arc::default(),
+            listening: AtomicBool::new(false),
+        });
+        let bound = listener::bind(&mesh.config).await;
+        if let Some(l) = bound {
+            mesh.listening.store(true, Ordering::Relaxed);
+            tokio::spawn(listener::run(l, mesh.clone(), broker, cancel.clone()));
+        }
+        for (peer, rx) in mesh.peers.iter().zip(receivers) {
+            tokio::spawn(peer::run(peer.clone(), rx, mesh.clone(), cancel.clone()));
+        }
+        tracing::info!(
+            port = mesh.config.port,
+            peers = mesh.peers.len(),
+            auth = mesh.config.auth.as_str(),
+            "TCP mesh started (auth: {})",
+            mesh.config.auth.as_str()
+        );
+        mesh
+    }
+
+    /// Queues `frame` for every connected peer; never blocks. A frame for a
+    /// peer that is down or whose queue is full is dropped and counted.
+    pub fn send(&self, frame: &Frame) {
+        for peer in &self.peers {
+            if !peer.stats.connected.load(Ordering::Relaxed) {
+                peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            if peer.tx.try_send(frame.clone()).is_err() {
+                peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Per-peer counters for the stats surface.
+    pub fn snapshot(&self) -> Vec<PeerSnapshot> {
+        self.peers
+            .iter()
+            .map(|p| PeerSnapshot {
+                addr: p.addr.clone(),
+                connected: p.stats.connected.load(Ordering::Relaxed),
+                sent: p.stats.sent.load(Ordering::Relaxed),
+                dropped: p.stats.dropped.load(Ordering::Relaxed),
+                reconnects: p.stats.reconnects.load(Ordering::Relaxed),
+                last_error: p
+                    .stats
+                    .last_error
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .clone(),
+            })
+            .collect()
+    }
+}

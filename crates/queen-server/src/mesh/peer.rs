@@ -1,0 +1,147 @@
+//! One dialer task per peer: connect, HELLO, then send hints and heartbeats.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use queen_proto::mesh::{encode_raw, Frame, Heartbeat};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::handshake::{make_hello, FrameSigner};
+use super::{Mesh, Peer};
+use crate::config::MeshAuth;
+
+/// First reconnect delay; doubled on every failure.
+const BACKOFF_START: Duration = Duration::from_millis(250);
+/// Reconnect delay ceiling (spec: high-availability §3).
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// Longest a connect attempt may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Resolves the peer's host anew (its address may have moved) and connects.
+async fn connect(addr: &str) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::other("no address");
+    for a in tokio::net::lookup_host(addr).await? {
+        match tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(a)).await {
+            Ok(Ok(s)) => return Ok(s),
+            Ok(Err(e)) => last = e,
+            Err(_) => last = std::io::Error::new(std::io::ErrorKind::TimedOut, "connect timeout"),
+        }
+    }
+    Err(last)
+}
+
+/// Encodes a frame, signed in strict mode.
+fn frame_bytes(frame: &Frame, signer: Option<&mut FrameSigner>) -> Vec<u8> {
+    let payload = frame.payload();
+    let mut out = Vec::with_capacity(payload.len() + 40);
+    match signer {
+        Some(s) => encode_raw(frame.kind(), &s.sign(frame.kind(), &payload), &mut out),
+        None => encode_raw(frame.kind(), &payload, &mut out),
+    }
+    out
+}
+
+pub(super) async fn run(
+    peer: Arc<Peer>,
+    mut rx: mpsc::Receiver<Frame>,
+    mesh: Arc<Mesh>,
+    cancel: CancellationToken,
+) {
+    let cfg = &mesh.config;
+    let mut backoff = BACKOFF_START;
+    let mut ever_connected = false;
+    let mut warned_down = false;
+    loop {
+        let attempt = tokio::select! {
+            r = connect(&peer.addr) => r,
+            _ = cancel.cancelled() => return,
+        };
+        match attempt {
+            Ok(mut stream) => {
+                let _ = stream.set_nodelay(true);
+                let hello = make_hello(&mesh.server_id, &cfg.secret, cfg.auth);
+                let mut signer = (cfg.auth == MeshAuth::HmacStrict)
+                    .then(|| FrameSigner::new(&cfg.secret, &hello.nonce));
+                let hello_bytes = frame_bytes(&Frame::Hello(hello), None);
+                if let Err(e) = stream.write_all(&hello_bytes).await {
+                    record_error(&peer, &e.to_string());
+                } else {
+                    // stale wakes queued while the peer was down are worthless now
+                    while rx.try_recv().is_ok() {}
+                    peer.stats.connected.store(true, Ordering::Relaxed);
+                    if ever_connected {
+                        peer.stats.reconnects.fetch_add(1, Ordering::Relaxed);
+                    }
+                    ever_connected = true;
+                    backoff = BACKOFF_START;
+                    if warned_down {
+                        tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
+                        warned_down = false;
+                    }
+                    let err =
+                        pump(&mut stream, &mut rx, &peer, &mesh, signer.as_mut(), &cancel).await;
+                    peer.stats.connected.store(false, Ordering::Relaxed);
+                    if cancel.is_cancelled() {
+                        return;
+                    }
+                    if let Some(e) = err {
+                        record_error(&peer, &e);
+                    }
+                }
+            }
+            Err(e) => record_error(&peer, &e.to_string()),
+        }
+        if !warned_down {
+            tracing::warn!(peer.addr = %peer.addr, "mesh peer unreachable; retrying with backoff");
+            warned_down = true;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            _ = cancel.cancelled() => return,
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+fn record_error(peer: &Peer, e: &str) {
+    *peer
+        .stats
+        .last_error
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = Some(e.to_owned());
+}
+
+/// Sends queued frames and heartbeats until the connection breaks; returns why.
+async fn pump(
+    stream: &mut TcpStream,
+    rx: &mut mpsc::Receiver<Frame>,
+    peer: &Peer,
+    mesh: &Mesh,
+    mut signer: Option<&mut FrameSigner>,
+    cancel: &CancellationToken,
+) -> Option<String> {
+    let mut heartbeat = tokio::time::interval(mesh.config.heartbeat);
+    heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let frame = tokio::select! {
+            f = rx.recv() => match f {
+                Some(f) => f,
+                None => return Some("send queue closed".into()),
+            },
+            _ = heartbeat.tick() => Frame::Heartbeat(Heartbeat { server_id: mesh.server_id.clone() }),
+            _ = cancel.cancelled() => return None,
+        };
+        let is_hint = !matches!(frame, Frame::Heartbeat(_));
+        let bytes = frame_bytes(&frame, signer.as_deref_mut());
+        if let Err(e) = stream.write_all(&bytes).await {
+            return Some(e.to_string());
+        }
+        if is_hint {
+            peer.stats.sent.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! The drainer: replays sealed segments into PostgreSQL, oldest first and in
+//! file order, whenever the database is reachable and push maintenance is off.
+//!
+//! Replay goes through [`Broker::append_now`], the same path as a direct push,
+//! with each record's stored transactionId. A batch PostgreSQL committed but
+//! whose progress was not recorded (a crash in between) is replayed again and
+//! answered `duplicate`: nothing is created twice. Records PostgreSQL refuses
+//! for good go to `failed/` with the reason; transient failures are retried
+//! with exponential backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use queen_proto::spool::Record;
+use queen_proto::{PartitionName, QueueName};
+use tokio_util::sync::CancellationToken;
+
+use super::segment::{self, Batch};
+use super::Sealed;
+use crate::broker::{Broker, BrokerError, PushItem, PushOutcome};
+use crate::store::StoreError;
+
+/// How often the database is probed while it is considered down.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
+/// Ceiling of the retry backoff after a failed replay.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Attempts before an unclassified database error on one record counts as permanent.
+const UNCLASSIFIED_ATTEMPTS: u32 = 5;
+
+/// How a replay attempt failed.
+enum Failure {
+    /// Try the same records again later (database away, conflict, timeout).
+    Transient(String),
+    /// The database is unreachable: switch pushes to the spool.
+    Unreachable(StoreError),
+}
+
+/// The record that keeps failing with an unclassified error, and how often it did.
+#[derive(Default)]
+struct Stuck {
+    at: Option<(u64, u64)>,
+    attempts: u32,
+}
+
+/// Runs until `shutdown` is cancelled.
+pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
+    let spool = &broker.spool;
+    let flush = spool.config().flush_interval;
+    let mut backoff: Option<Duration> = None;
+    let mut stuck = Stuck::default();
+    loop {
+        let wait = if spool.outage.is_down() {
+            PROBE_INTERVAL
+        } else {
+            backoff.unwrap_or(flush)
+        };
+        tokio::select! {
+            _ = spool.kick.notified() => {}
+            _ = tokio::time::sleep(wait) => {}
+            _ = shutdown.cancelled() => return,
+        }
+        if spool.outage.is_down() {
+            if !(broker.store.is_ready() && broker.store.ping().await.is_ok()) {
+                continue;
+            }
+            spool.outage.mark_up(spool.stats().records);
+        }
+        if broker.flags.push_maintenance() || spool.is_empty() || !broker.store.is_ready() {
+            continue;
+        }
+        match drain(&broker, &shutdown, &mut stuck).await {
+            Ok(()) => backoff = None,
+            Err(Failure::Unreachable(e)) => {
+                spool.outage.mark_down(&e);
+                backoff = None;
+            }
+            Err(Failure::Transient(e)) => {
+                let next = backoff.map_or(flush, |b| (b * 2).min(MAX_BACKOFF));
+                tracing::debug!(error = %e, retry_in_ms = next.as_millis() as u64, "spool: replay deferred");
+                backoff = Some(next);
+            }
+        }
+    }
+}
+
+/// Replays until the spool is empty, maintenance turns on, or a failure.
+async fn drain(
+    broker: &Broker,
+    shutdown: &CancellationToken,
+    stuck: &mut Stuck,
+) -> Result<(), Failure> {
+    let spool = &broker.spool;
+    let max = spool.config().max_batch;
+    loop {
+        if shutdown.is_cancelled() || broker.flags.push_maintenance() {
+            return Ok(());
+        }
+        let Some(seg) = spool.front() else {
+            if spool.active_records() == 0 {
+                return Ok(());
+            }
+            // records wait in the open segment: seal it so it can be read
+            spool
+                .seal()
+                .await
+                .map_err(|e| Failure::Transient(e.to_string()))?;
+            continue;
+        };
+        let dir = spool.dir().to_owned();
+        let read =
+            tokio::task::spawn_blocking(move || segment::read_batch(&dir, seg.seq, seg.pos, max))
+                .await
+                .map_err(|e| Failure::Transient(e.to_string()))?;
+        let batch = match read {
+            Ok(b) => b,
+            Err(e) => {
+                spool.quarantine(seg.seq, seg.pos, &format!("cannot read segment: {e}"));
+                continue;
+            }
+        };
+        if batch.records.is_empty() {
+            match batch.bad {
+                Some(reason) => spool.quarantine(seg.seq, seg.pos, &reason),
+                None => spool
+                    .retire(seg.seq)
+                    .map_err(|e| Failure::Transient(format!("cannot remove a segment: {e}")))?,
+            }
+            continue;
+        }
+        replay(broker, seg, &batch, stuck).await?;
+    }
+}
+
+fn to_item(r: &Record) -> Result<PushItem, String> {
+    Ok(PushItem {
+        queue: QueueName::new(r.queue.clone()).map_err(|e| e.to_string())?,
+        partition: PartitionName::new(r.partition.clone()).map_err(|e| e.to_string())?,
+        payload: r.payload.clone(),
+        transaction_id: Some(r.transaction_id.clone()),
+        trace_id: r.trace_id,
+        producer_sub: r.producer_sub.clone(),
+    })
+}
+
+/// What to do with an error from replaying records.
+enum Verdict {
+    Retry(Failure),
+    /// Retry a few times, then give up on the record.
+    RetryCounted(String),
+    Refuse(String),
+}
+
+fn judge(e: BrokerError) -> Verdict {
+    match e {
+        BrokerError::Store(e) if e.is_unavailable() || e.is_timeout() => {
+            Verdict::Retry(Failure::Unreachable(e))
+        }
+        BrokerError::Store(e) if e.is_retryable() => {
+            Verdict::Retry(Failure::Transient(e.to_string()))
+        }
+        BrokerError::Store(e @ (StoreError::Rejected(_) | StoreError::UniqueViolation(_))) => {
+            Verdict::Refuse(e.to_string())
+        }
+        BrokerError::Invalid(m) => Verdict::Refuse(m),
+        other => Verdict::RetryCounted(other.to_string()),
+    }
+}
+
+fn replayed(outcomes: &[PushOutcome]) -> u64 {
+    outcomes
+        .iter()
+        .filter(|o| {
+            matches!(
+                o,
+                PushOutcome::Queued { .. } | PushOutcome::Duplicate { .. }
+            )
+        })
+        .count() as u64
+}
+
+/// Replays one batch: all at once, or record by record when something in it is
+/// refused, so one bad record cannot hold back the rest.
+async fn replay(
+    broker: &Broker,
+    seg: Sealed,
+    batch: &Batch,
+    stuck: &mut Stuck,
+) -> Result<(), Failure> {
+    let spool = &broker.spool;
+    let items: Result<Vec<PushItem>, String> =
+        batch.records.iter().map(|(_, r)| to_item(r)).collect();
+    if let Ok(items) = items {
+        match broker.append_now(&items).await {
+            Ok(outcomes) => {
+                let n = replayed(&outcomes);
+                broker.metrics.spool_drained.inc_by(n);
+                spool.advance(seg.seq, batch.end, &batch.records, n);
+                return Ok(());
+            }
+            Err(e) => match judge(e) {
+                Verdict::Retry(f) => return Err(f),
+                Verdict::RetryCounted(_) | Verdict::Refuse(_) if batch.records.len() > 1 => {}
+                Verdict::RetryCounted(m) | Verdict::Refuse(m) => {
+                    // a batch of one: handled below with the per-record rules
+                    tracing::debug!(error = %m, "spool: single-record batch failed");
+                }
+            },
+        }
+    }
+    for (i, (offset, record)) in batch.records.iter().enumerate() {
+        let next = batch.records.get(i + 1).map_or(batch.end, |(o, _)| *o);
+        let one = std::slice::from_ref(&batch.records[i]);
+        let item = match to_item(record) {
+            Ok(item) => item,
+            Err(reason) => {
+                spool.fail_record(
+                    seg.seq,
+                    *offset,
+                    record,
+                    &format!("invalid record: {reason}"),
+                );
+                spool.advance(seg.seq, next, one, 0);
+                continue;
+            }
+        };
+        let reason = match broker.append_now(std::slice::from_ref(&item)).await {
+            Ok(outcomes) => {
+                let n = replayed(&outcomes);
+                broker.metrics.spool_drained.inc_by(n);
+                spool.advance(seg.seq, next, one, n);
+                continue;
+            }
+            Err(e) => match judge(e) {
+                Verdict::Retry(f) => return Err(f),
+                Verdict::Refuse(m) => m,
+                Verdict::RetryCounted(m) => {
+                    let at = (seg.seq, *offset);
+                    if stuck.at != Some(at) {
+                        *stuck = Stuck {
+                            at: Some(at),
+                            attempts: 0,
+                        };
+                    }
+                    stuck.attempts += 1;
+                    if stuck.attempts < UNCLASSIFIED_ATTEMPTS {
+                        return Err(Failure::Transient(m));
+                    }
+                    format!("{m} (after {UNCLASSIFIED_ATTEMPTS} attempts)")
+                }
+            },
+        };
+        spool.fail_record(
+            seg.seq,
+            *offset,
+            record,
+            &format!("refused by PostgreSQL: {reason}"),
+        );
+        spool.advance(seg.seq, next, one, 0);
+    }
+    Ok(())
+}

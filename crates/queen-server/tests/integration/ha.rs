@@ -1,0 +1,531 @@
+//! High availability (high-availability.md §7): three brokers on one database,
+//! meshed on loopback.
+
+use std::time::{Duration, Instant};
+
+use queen_proto::mesh::{encode, encode_raw, Frame, MaintenanceKind, MaintenanceModeSet};
+use queen_server::config::MeshAuth;
+use queen_server::mesh::{make_hello, FrameSigner};
+use queen_testkit::{TestBroker, TestCluster, TestDb};
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use crate::common::*;
+
+async fn cluster(n: usize, extra: &[(&str, &str)]) -> (TestDb, TestCluster) {
+    let db = TestDb::new().await.expect("create test database");
+    let c = TestCluster::start(n, &db, extra)
+        .await
+        .expect("start cluster");
+    (db, c)
+}
+
+async fn meshed(n: usize, extra: &[(&str, &str)]) -> (TestDb, TestCluster) {
+    let (db, c) = cluster(n, extra).await;
+    c.wait_mesh_up(Duration::from_secs(10))
+        .await
+        .expect("mesh up");
+    (db, c)
+}
+
+/// True when the peer closes the connection (EOF or reset) within `limit`.
+async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
+    let mut buf = [0u8; 64];
+    match tokio::time::timeout(limit, stream.read(&mut buf)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => true,
+        Ok(Ok(_)) => panic!("the mesh listener never writes back"),
+        Err(_) => false,
+    }
+}
+
+async fn mesh_stream(port: u16) -> TcpStream {
+    TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to mesh port")
+}
+
+fn frame_bytes(frame: &Frame) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode(frame, &mut out);
+    out
+}
+
+async fn pop_maintenance_on(b: &TestBroker) -> bool {
+    let (_, body) = b.get("/api/v1/system/maintenance/pop").await;
+    body["popMaintenanceMode"] == true
+}
+
+/// Polls `cond` every 25 ms until it holds or `limit` passes.
+async fn eventually<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if cond().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep_ms(25).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pop_on_a_extend_on_b_ack_on_c() {
+    let (_db, c) = meshed(3, &[]).await;
+    let (a, b, cc) = (c.node(0), c.node(1), c.node(2));
+    let q = unique("ha");
+    configure(a, &q, json!({"leaseTime": 30})).await;
+    push_numbered(a, &q, "p", "m", 2).await;
+    let body = pop_ok(a, &pop_path(&q, None, "batch=2")).await;
+    let msgs = messages(&body);
+    let lease = body["leaseId"].as_str().unwrap();
+
+    let (status, ext) = b
+        .post(
+            &format!("/api/v1/lease/{lease}/extend"),
+            &json!({"seconds": 120}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(ext["success"], true, "{ext}");
+    // the lease holds on every replica
+    pop_empty(cc, &pop_path(&q, None, "")).await;
+
+    let items: Vec<_> = msgs
+        .iter()
+        .map(|m| ack_item(m, "completed", None))
+        .collect();
+    let (status, acked) = cc
+        .post(
+            "/api/v1/ack/batch",
+            &json!({"consumerGroup": null, "acknowledgments": items}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        acked
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["success"] == true),
+        "{acked}"
+    );
+    assert_eq!(acked[1]["leaseReleased"], true);
+    push_numbered(b, &q, "p", "n", 1).await;
+    let body = pop_ok(b, &pop_path(&q, None, "")).await;
+    assert_eq!(txn_ids(&body), vec!["n-0"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dedup_is_exact_across_replicas_under_concurrency() {
+    let (_db, c) = meshed(3, &[]).await;
+    let q = unique("dedup");
+    let mut tasks = Vec::new();
+    for i in 0..30 {
+        let url = c.node(i % 3).url("/api/v1/push");
+        let http = c.node(i % 3).http.clone();
+        let body = json!({"items": [{"queue": q, "partition": "p", "payload": {"i": i}, "transactionId": "same-key"}]});
+        tasks.push(tokio::spawn(async move {
+            let r = http.post(url).json(&body).send().await.unwrap();
+            assert_eq!(r.status(), StatusCode::CREATED);
+            r.json::<serde_json::Value>().await.unwrap()[0].clone()
+        }));
+    }
+    let mut queued = 0;
+    let mut ids = std::collections::HashSet::new();
+    for t in tasks {
+        let r = t.await.unwrap();
+        if r["status"] == "queued" {
+            queued += 1;
+        } else {
+            assert_eq!(r["status"], "duplicate", "{r}");
+        }
+        ids.insert(r["message_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(queued, 1);
+    assert_eq!(ids.len(), 1, "every duplicate names the original message");
+}
+
+/// Parks a long poll on `waiter`, pushes on `pusher`, and returns how long the
+/// pop took to return after the push was answered.
+async fn wake_latency(pusher: &TestBroker, waiter: &TestBroker, q: &str) -> Duration {
+    let path = pop_path(q, None, "wait=true&timeout=10000");
+    let url = waiter.url(&path);
+    let http = waiter.http.clone();
+    let parked = tokio::spawn(async move {
+        let r = http.get(url).send().await.unwrap();
+        (
+            r.status(),
+            r.json::<serde_json::Value>().await.ok(),
+            Instant::now(),
+        )
+    });
+    // let the pop park and its re-check interval grow to the ceiling
+    sleep_ms(1500).await;
+    push_numbered(pusher, q, "p", "w", 1).await;
+    let pushed_at = Instant::now();
+    let (status, body, returned_at) = parked.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(txn_ids(&body.unwrap()), vec!["w-0"]);
+    returned_at.saturating_duration_since(pushed_at)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_on_a_wakes_a_long_poll_parked_on_b() {
+    let (_db, c) = meshed(2, &[]).await;
+    let q = unique("wake");
+    configure(c.node(0), &q, json!({})).await;
+    let with_mesh = wake_latency(c.node(0), c.node(1), &q).await;
+    drop(c);
+
+    let (_db2, c2) = cluster(2, &[("QUEEN_SYNC_ENABLED", "false")]).await;
+    configure(c2.node(0), &q, json!({})).await;
+    let without_mesh = wake_latency(c2.node(0), c2.node(1), &q).await;
+    println!("cross-replica long-poll wake: mesh up {with_mesh:?}, mesh down {without_mesh:?} (fallback re-check)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_oversized_and_unauthenticated_frames_close_the_connection() {
+    let (_db, c) = meshed(2, &[("QUEEN_SYNC_SECRET", "s3cret")]).await;
+    let port = c.mesh_ports[0];
+
+    let mut s = mesh_stream(port).await;
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(3)).await,
+        "garbage"
+    );
+
+    let mut s = mesh_stream(port).await;
+    s.write_all(&(16 * 1024 * 1024 + 1u32).to_be_bytes())
+        .await
+        .unwrap();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(3)).await,
+        "oversized length"
+    );
+
+    let mut s = mesh_stream(port).await;
+    let hint = Frame::MaintenanceModeSet(MaintenanceModeSet {
+        mode: MaintenanceKind::Pop,
+        enabled: true,
+    });
+    s.write_all(&frame_bytes(&hint)).await.unwrap();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(3)).await,
+        "frame before HELLO"
+    );
+
+    let mut s = mesh_stream(port).await;
+    let hello = make_hello("intruder", "wrong-secret", MeshAuth::Hmac);
+    s.write_all(&frame_bytes(&Frame::Hello(hello)))
+        .await
+        .unwrap();
+    s.write_all(&frame_bytes(&hint)).await.unwrap();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(3)).await,
+        "wrong MAC"
+    );
+
+    let mut s = mesh_stream(port).await;
+    let hello = make_hello("x", "s3cret", MeshAuth::Hmac);
+    let mut bytes = frame_bytes(&Frame::Hello(hello));
+    bytes.truncate(bytes.len() - 3);
+    s.write_all(&bytes).await.unwrap();
+    s.shutdown().await.unwrap();
+    assert!(
+        closed_within(&mut s, Duration::from_secs(3)).await,
+        "truncated HELLO"
+    );
+
+    // none of it was applied, and the broker serves as before
+    assert!(!pop_maintenance_on(c.node(0)).await);
+    let (status, _) = c.node(0).get("/health").await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, state) = c.node(0).get("/api/v1/system/shared-state").await;
+    assert!(
+        state["inbound"]["rejected"].as_u64().unwrap() >= 4,
+        "{state}"
+    );
+    c.wait_mesh_up(Duration::from_secs(5)).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_peer_is_reconnected_and_drops_are_counted() {
+    let (_db, mut c) = meshed(2, &[]).await;
+    let q = unique("kill");
+    c.stop(1).await;
+    let peer_down = eventually(Duration::from_secs(5), || async {
+        let (_, s) = c.node(0).get("/api/v1/system/shared-state").await;
+        s["peers"][0]["connected"] == false
+    })
+    .await;
+    assert!(peer_down, "node-0 notices node-1 is gone");
+    // hints for a down peer are dropped and counted, never queued
+    push_numbered(c.node(0), &q, "p", "m", 3).await;
+    let (_, s) = c.node(0).get("/api/v1/system/shared-state").await;
+    assert!(s["peers"][0]["dropped"].as_u64().unwrap() >= 1, "{s}");
+
+    let restarted = Instant::now();
+    c.start_node(1).await.unwrap();
+    let back = eventually(Duration::from_secs(8), || async {
+        let (_, s) = c.node(0).get("/api/v1/system/shared-state").await;
+        s["peers"][0]["connected"] == true && s["peers"][0]["reconnects"].as_u64() >= Some(1)
+    })
+    .await;
+    assert!(
+        back,
+        "node-0 reconnects to node-1 within the backoff ceiling"
+    );
+    println!("peer reconnected {:?} after restart", restarted.elapsed());
+    // the prometheus surface shows the same counters
+    let text = c
+        .node(0)
+        .http
+        .get(c.node(0).url("/metrics/prometheus"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("queen_mesh_peer{peer=") && text.contains("stat=\"reconnects\""),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_retention_cycle_runs_on_exactly_one_replica() {
+    let (db, c) = meshed(3, &[("RETENTION_INTERVAL", "300")]).await;
+    let q = unique("ret");
+    configure(
+        c.node(0),
+        &q,
+        json!({"retentionEnabled": true, "retentionSeconds": 1}),
+    )
+    .await;
+    push_numbered(c.node(1), &q, "p", "old", 5).await;
+    let client = db.client().await.unwrap();
+    let gone = eventually(Duration::from_secs(8), || async {
+        count(&client, "SELECT count(*) FROM queen.segments").await == 0
+    })
+    .await;
+    assert!(gone, "retention deleted the expired segment");
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.message_keys").await,
+        0
+    );
+    sleep_ms(1000).await;
+    let rows = client
+        .query(
+            "SELECT cycle, server_id, started_at, finished_at FROM queen.job_runs
+             WHERE job = 'retention' AND finished_at IS NOT NULL ORDER BY started_at",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert!(rows.len() >= 3, "several cycles ran: {}", rows.len());
+    let mut servers = std::collections::HashSet::new();
+    for w in rows.windows(2) {
+        let (end, next): (chrono::DateTime<chrono::Utc>, chrono::DateTime<chrono::Utc>) =
+            (w[0].get(3), w[1].get(2));
+        assert!(end <= next, "two retention runs overlapped");
+        let (c0, c1): (i64, i64) = (w[0].get(0), w[1].get(0));
+        assert!(c0 < c1, "a cycle ran twice");
+    }
+    for r in &rows {
+        servers.insert(r.get::<_, String>(1));
+    }
+    println!(
+        "retention cycles: {} runs over replicas {servers:?}",
+        rows.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_reaches_other_replicas_by_hint() {
+    // reconcile far away: only the hint can carry the flag in time
+    let (_db, c) = meshed(3, &[("QUEEN_RECONCILE_INTERVAL_MS", "600000")]).await;
+    let (status, _) = c
+        .node(0)
+        .post("/api/v1/system/maintenance/pop", &json!({"enabled": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    for i in [1, 2] {
+        let on = eventually(Duration::from_secs(2), || {
+            pop_maintenance_on_cached(c.node(i))
+        })
+        .await;
+        assert!(on, "node-{i} got the hint");
+    }
+}
+
+/// Reads the flag as this replica applies it right now (its Prometheus gauge),
+/// without making it re-read PostgreSQL.
+async fn pop_maintenance_on_cached(b: &TestBroker) -> bool {
+    let text = b
+        .http
+        .get(b.url("/metrics/prometheus"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .any(|l| l == "queen_pop_maintenance_mode_enabled 1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintenance_reaches_other_replicas_by_reconcile_when_the_hint_is_lost() {
+    // no mesh at all: every hint is lost
+    let (_db, c) = cluster(
+        3,
+        &[
+            ("QUEEN_SYNC_ENABLED", "false"),
+            ("QUEEN_RECONCILE_INTERVAL_MS", "300"),
+        ],
+    )
+    .await;
+    let (status, _) = c
+        .node(0)
+        .post("/api/v1/system/maintenance/pop", &json!({"enabled": true}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    for i in [1, 2] {
+        let on = eventually(Duration::from_secs(3), || {
+            pop_maintenance_on_cached(c.node(i))
+        })
+        .await;
+        assert!(on, "node-{i} picked the flag up from PostgreSQL");
+    }
+}
+
+/// Replays a captured HELLO, then sends an unsigned MAINTENANCE_MODE_SET.
+/// Returns (replay accepted, forged frame applied).
+async fn replay_and_forge(auth: &str) -> (bool, bool) {
+    let mut extra = vec![("QUEEN_SYNC_SECRET", "s3cret")];
+    if auth == "strict" {
+        extra.push(("QUEEN_MESH_AUTH", "strict"));
+    }
+    let (_db, c) = meshed(2, &extra).await;
+    let port = c.mesh_ports[0];
+    let mode = if auth == "strict" {
+        MeshAuth::HmacStrict
+    } else {
+        MeshAuth::Hmac
+    };
+    // a handshake an attacker captured from the wire
+    let captured = frame_bytes(&Frame::Hello(make_hello("node-1", "s3cret", mode)));
+    let mut first = mesh_stream(port).await;
+    first.write_all(&captured).await.unwrap();
+    assert!(
+        !closed_within(&mut first, Duration::from_millis(300)).await,
+        "the genuine HELLO is accepted"
+    );
+
+    let mut replay = mesh_stream(port).await;
+    replay.write_all(&captured).await.unwrap();
+    let replay_accepted = !closed_within(&mut replay, Duration::from_millis(500)).await;
+
+    // an unsigned hint on the genuinely opened connection
+    let forged = Frame::MaintenanceModeSet(MaintenanceModeSet {
+        mode: MaintenanceKind::Pop,
+        enabled: true,
+    });
+    first.write_all(&frame_bytes(&forged)).await.unwrap();
+    let applied = eventually(Duration::from_millis(800), || {
+        pop_maintenance_on_cached(c.node(0))
+    })
+    .await;
+    (replay_accepted, applied)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn base_mode_accepts_replays_and_forged_frames_as_documented() {
+    let (replay, forged) = replay_and_forge("hmac").await;
+    assert!(replay, "base mode: a replayed HELLO opens a connection");
+    assert!(
+        forged,
+        "base mode: post-handshake frames are unauthenticated"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_refuses_replays_and_forged_frames() {
+    let (replay, forged) = replay_and_forge("strict").await;
+    assert!(!replay, "strict mode: a replayed HELLO is refused");
+    assert!(!forged, "strict mode: an unsigned frame is refused");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strict_mode_applies_correctly_signed_frames() {
+    let (_db, c) = meshed(
+        2,
+        &[
+            ("QUEEN_SYNC_SECRET", "s3cret"),
+            ("QUEEN_MESH_AUTH", "strict"),
+        ],
+    )
+    .await;
+    let hello = make_hello("node-x", "s3cret", MeshAuth::HmacStrict);
+    let mut signer = FrameSigner::new("s3cret", &hello.nonce);
+    let mut s = mesh_stream(c.mesh_ports[0]).await;
+    s.write_all(&frame_bytes(&Frame::Hello(hello)))
+        .await
+        .unwrap();
+    let hint = Frame::MaintenanceModeSet(MaintenanceModeSet {
+        mode: MaintenanceKind::Pop,
+        enabled: true,
+    });
+    let mut bytes = Vec::new();
+    encode_raw(
+        hint.kind(),
+        &signer.sign(hint.kind(), &hint.payload()),
+        &mut bytes,
+    );
+    s.write_all(&bytes).await.unwrap();
+    assert!(
+        eventually(Duration::from_secs(2), || pop_maintenance_on_cached(
+            c.node(0)
+        ))
+        .await
+    );
+    // and the replicas' own strict connections work: the mesh is up
+    let (_, state) = c.node(1).get("/api/v1/system/shared-state").await;
+    assert_eq!(state["auth"], "hmac-strict");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_taken_mesh_port_leaves_the_broker_serving() {
+    let taken = std::net::TcpListener::bind("0.0.0.0:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let (_db, b) = setup_with(&[
+        ("QUEEN_MESH_PORT", &port),
+        ("QUEEN_MESH_PEERS", "127.0.0.1:1"),
+    ])
+    .await;
+    let (_, state) = b.get("/api/v1/system/shared-state").await;
+    assert_eq!(state["enabled"], true);
+    assert_eq!(state["listening"], false);
+    let q = unique("bind");
+    push_numbered(&b, &q, "p", "m", 1).await;
+    pop_ok(&b, &pop_path(&q, None, "")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_stock_broker_runs_no_mesh() {
+    let (_db, b) = setup().await;
+    let (_, state) = b.get("/api/v1/system/shared-state").await;
+    assert_eq!(state["enabled"], false);
+    assert_eq!(state["auth"], "off");
+}
