@@ -21,6 +21,8 @@ pub struct TxResult {
     pub outcomes: Vec<TxOutcome>,
     /// The operations' own input, to echo transaction ids.
     pub transaction_ids: Vec<String>,
+    /// Queue of each push operation (`None` for acks).
+    pub queues: Vec<Option<String>>,
     pub failure: Option<TxFailure>,
 }
 
@@ -29,6 +31,7 @@ impl Broker {
     pub async fn transaction(&self, ops: Vec<TxOp>) -> Result<TxResult, BrokerError> {
         let mut store_ops = Vec::with_capacity(ops.len());
         let mut transaction_ids = Vec::with_capacity(ops.len());
+        let mut queues = Vec::with_capacity(ops.len());
         for op in ops {
             match op {
                 TxOp::Push(item) => {
@@ -38,6 +41,7 @@ impl Broker {
                         .unwrap_or_else(|| Uuid::now_v7().to_string());
                     let (namespace, task) = item.queue.derived_namespace_task();
                     transaction_ids.push(transaction_id.clone());
+                    queues.push(Some(item.queue.as_str().to_owned()));
                     store_ops.push(TxOperation::Push {
                         queue: item.queue.as_str().to_owned(),
                         namespace,
@@ -55,6 +59,7 @@ impl Broker {
                 }
                 TxOp::Ack { group, item } => {
                     transaction_ids.push(item.transaction_id.clone());
+                    queues.push(None);
                     store_ops.push(TxOperation::Ack {
                         group: group.as_str().to_owned(),
                         item,
@@ -86,6 +91,7 @@ impl Broker {
                     transaction_id,
                     outcomes,
                     transaction_ids,
+                    queues,
                     failure: None,
                 })
             }
@@ -99,6 +105,7 @@ impl Broker {
                     transaction_id,
                     outcomes: Vec::new(),
                     transaction_ids,
+                    queues,
                     failure: Some(failure),
                 })
             }

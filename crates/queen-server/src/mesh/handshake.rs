@@ -232,7 +232,7 @@ mod tests {
         // replaying the first frame fails: the counter moved on
         assert_eq!(rx.verify(3, &a), None);
         let mut rx2 = FrameSigner::new("k", "n");
-        assert_eq!(rx2.verify(3, &a).is_some(), true);
+        assert!(rx2.verify(3, &a).is_some());
         assert_eq!(rx2.verify(4, &b), None, "type is covered");
         let mut other_conn = FrameSigner::new("k", "m");
         assert_eq!(other_conn.verify(3, &a), None, "nonce is covered");

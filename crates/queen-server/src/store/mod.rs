@@ -5,11 +5,13 @@
 //! so a push, a pop and an ack batch each cost one round trip.
 
 mod admin;
+mod batcher;
 mod error;
 pub mod jobs;
 mod migrate;
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -32,7 +34,8 @@ const CONFLICT_ATTEMPTS: usize = 5;
 pub struct Store {
     pool: Pool,
     pg_config: tokio_postgres::Config,
-    ready: AtomicBool,
+    ready: Arc<AtomicBool>,
+    batcher: batcher::Batcher,
 }
 
 /// Connection pool occupancy.
@@ -266,10 +269,12 @@ impl Store {
             .recycle_timeout(Some(db.connect_timeout))
             .build()
             .map_err(|e| StoreError::Other(format!("building pool: {e}")))?;
+        let ready = Arc::new(AtomicBool::new(false));
         Ok(Self {
+            batcher: batcher::Batcher::start(pool.clone(), ready.clone()),
             pool,
             pg_config: pg,
-            ready: AtomicBool::new(false),
+            ready,
         })
     }
 
@@ -442,10 +447,16 @@ impl Store {
     }
 
     /// Appends messages; see `queen.push_batch`. Items must be free of repeated
-    /// (queue, partition, transactionId) keys.
+    /// (queue, partition, transactionId) keys. Concurrent calls share a
+    /// transaction (group commit, see `store/batcher.rs`).
     pub async fn append(&self, items: &[NewMessage]) -> Result<Vec<AppendOutcome>, StoreError> {
-        let client = self.client().await?;
-        append_with(&client, items, false).await
+        if !self.is_ready() {
+            return Err(StoreError::NotReady);
+        }
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.batcher.append(items.to_vec()).await
     }
 
     /// Claims messages for a consumer group; see `queen.claim_partition`/`queen.pop_queue`.

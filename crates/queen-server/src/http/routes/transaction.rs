@@ -80,6 +80,7 @@ pub async fn transaction(State(app): State<AppState>, body: Body) -> Result<Json
             "index": index, "type": "push", "success": true,
             "transactionId": result.transaction_ids[index],
             "messageId": p.message_id.to_string(), "partitionId": p.partition_id.to_string(),
+            "queueName": result.queues.get(index).cloned().flatten(),
         }),
     };
     match &result.failure {

@@ -1,0 +1,181 @@
+//! Group commit for pushes: concurrent `append` calls share one transaction.
+//!
+//! Requests queue here while earlier batches are in flight; each flight takes
+//! everything queued (up to [`MAX_BATCH_ITEMS`]) and appends it with a single
+//! `queen.push_batch` call. Nothing waits on a timer: under light load a push
+//! goes out alone at once, under heavy load commits are shared. Repeated keys
+//! across the merged requests keep the first occurrence, as inside one request.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use deadpool_postgres::Pool;
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use uuid::Uuid;
+
+use super::{append_with, AppendOutcome, AppendStatus, NewMessage, StoreError};
+
+/// Most messages one shared transaction carries.
+const MAX_BATCH_ITEMS: usize = 2_000;
+/// Batches in flight at once; more requests wait and are merged.
+const MAX_INFLIGHT: usize = 4;
+/// Requests waiting for a flight before callers feel back-pressure.
+const QUEUE_DEPTH: usize = 4_096;
+
+type Reply = oneshot::Sender<Result<Vec<AppendOutcome>, StoreError>>;
+
+struct Job {
+    items: Vec<NewMessage>,
+    reply: Reply,
+}
+
+/// Handle to the batching task.
+#[derive(Debug, Clone)]
+pub(super) struct Batcher {
+    tx: mpsc::Sender<Job>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job")
+            .field("items", &self.items.len())
+            .finish()
+    }
+}
+
+impl Batcher {
+    /// Spawns the batching task on the current runtime.
+    pub(super) fn start(pool: Pool, ready: Arc<AtomicBool>) -> Self {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        tokio::spawn(run(rx, pool, ready));
+        Self { tx }
+    }
+
+    /// Appends `items` as part of the next shared transaction.
+    pub(super) async fn append(
+        &self,
+        items: Vec<NewMessage>,
+    ) -> Result<Vec<AppendOutcome>, StoreError> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job { items, reply })
+            .await
+            .map_err(|_| StoreError::Unavailable("push batcher stopped".into()))?;
+        rx.await
+            .map_err(|_| StoreError::Unavailable("push batcher dropped the request".into()))?
+    }
+}
+
+async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
+    let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
+    while let Some(first) = rx.recv().await {
+        let Ok(permit) = slots.clone().acquire_owned().await else {
+            return;
+        };
+        // everything that queued up while we waited for a slot joins this flight
+        let mut jobs = vec![first];
+        let mut total = jobs[0].items.len();
+        while total < MAX_BATCH_ITEMS {
+            match rx.try_recv() {
+                Ok(job) => {
+                    total += job.items.len();
+                    jobs.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        let (pool, ready) = (pool.clone(), ready.clone());
+        tokio::spawn(async move {
+            flight(jobs, &pool, &ready).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn one_call(
+    pool: &Pool,
+    ready: &AtomicBool,
+    items: &[NewMessage],
+) -> Result<Vec<AppendOutcome>, StoreError> {
+    if !ready.load(Ordering::Acquire) {
+        return Err(StoreError::NotReady);
+    }
+    let client = pool.get().await?;
+    append_with(&client, items, false).await
+}
+
+/// Appends the merged jobs and answers each with its own outcomes.
+async fn flight(jobs: Vec<Job>, pool: &Pool, ready: &AtomicBool) {
+    if jobs.len() == 1 {
+        let job = jobs.into_iter().next().expect("one job");
+        let result = one_call(pool, ready, &job.items).await;
+        let _ = job.reply.send(result);
+        return;
+    }
+    // merge, folding keys repeated across requests onto their first occurrence
+    let mut merged: Vec<NewMessage> = Vec::new();
+    // per job, per item: index into `merged`, and whether it repeats an earlier key
+    let mut slots: Vec<Vec<(usize, bool)>> = Vec::with_capacity(jobs.len());
+    let mut first_of: HashMap<(Uuid, String, String), usize> = HashMap::new();
+    for job in &jobs {
+        let mut mine = Vec::with_capacity(job.items.len());
+        for item in &job.items {
+            let key = (
+                item.queue_id,
+                item.partition.clone(),
+                item.transaction_id.clone(),
+            );
+            match first_of.get(&key) {
+                Some(&at) => mine.push((at, true)),
+                None => {
+                    first_of.insert(key, merged.len());
+                    mine.push((merged.len(), false));
+                    merged.push(item.clone());
+                }
+            }
+        }
+        slots.push(mine);
+    }
+    match one_call(pool, ready, &merged).await {
+        Ok(outcomes) => {
+            let by_index: HashMap<usize, &AppendOutcome> =
+                outcomes.iter().map(|o| (o.index, o)).collect();
+            for (job, mine) in jobs.into_iter().zip(slots) {
+                let result = mine
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(at, repeat))| {
+                        let o = by_index
+                            .get(&at)
+                            .ok_or_else(|| StoreError::Other("push outcome missing".into()))?;
+                        Ok(AppendOutcome {
+                            index: i,
+                            status: if repeat {
+                                AppendStatus::Duplicate
+                            } else {
+                                o.status
+                            },
+                            message_id: o.message_id,
+                            partition_id: o.partition_id,
+                        })
+                    })
+                    .collect();
+                let _ = job.reply.send(result);
+            }
+        }
+        Err(e) if e.is_unavailable() => {
+            let text = e.to_string();
+            for job in jobs {
+                let _ = job.reply.send(Err(StoreError::Unavailable(text.clone())));
+            }
+        }
+        Err(_) => {
+            // one request may have poisoned the shared transaction: retry alone
+            for job in jobs {
+                let result = one_call(pool, ready, &job.items).await;
+                let _ = job.reply.send(result);
+            }
+        }
+    }
+}
