@@ -48,10 +48,23 @@ pub struct TestDb {
 impl TestDb {
     /// Creates a fresh migrated database.
     pub async fn new() -> anyhow::Result<Self> {
+        Self::create(true).await
+    }
+
+    /// Creates a fresh database without the Queen schema (to test migrations).
+    pub async fn empty() -> anyhow::Result<Self> {
+        Self::create(false).await
+    }
+
+    async fn create(migrated: bool) -> anyhow::Result<Self> {
         let conn = admin_conn_string();
         let admin = connect(&conn).await?;
         sweep_stale(&admin).await;
-        let template = ensure_template(&admin, &conn).await?;
+        let template = if migrated {
+            ensure_template(&admin, &conn).await?
+        } else {
+            "template0".to_owned()
+        };
         let name = format!(
             "{TEST_DB_PREFIX}{}_{}",
             now_secs(),

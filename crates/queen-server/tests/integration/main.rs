@@ -15,5 +15,6 @@ mod outage;
 mod pop;
 mod push;
 mod spool;
+mod startup;
 mod transaction;
 mod validation;

@@ -1,0 +1,135 @@
+//! Start-up: the binary's subcommands, bad configuration, and migrations when
+//! several brokers start at once against an empty database.
+
+use std::process::Command;
+use std::time::Duration;
+
+use queen_testkit::{TestBroker, TestDb};
+use reqwest::StatusCode;
+
+use crate::common::*;
+
+fn queen_server() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_queen-server"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    c
+}
+
+#[test]
+fn a_bad_value_names_its_variable_and_exits_non_zero() {
+    for (var, value) in [
+        ("PORT", "sixty"),
+        ("DB_POOL_SIZE", "0"),
+        ("PG_USE_SSL", "maybe"),
+        ("QUEEN_MESH_PEERS", "nohost"),
+    ] {
+        let out = queen_server()
+            .arg("check-config")
+            .env(var, value)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{var}={value} was accepted");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(var), "{var}: {stderr}");
+    }
+}
+
+#[test]
+fn check_config_prints_the_effective_configuration_without_secrets() {
+    let out = queen_server()
+        .arg("check-config")
+        .env("PG_PASSWORD", "hunter2")
+        .env("QUEEN_SYNC_SECRET", "s3cret")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("listen=0.0.0.0:6632"), "{stdout}");
+    assert!(stdout.contains("auth: hmac"), "{stdout}");
+    assert!(
+        !stdout.contains("hunter2") && !stdout.contains("s3cret"),
+        "{stdout}"
+    );
+    let out = queen_server().arg("no-such-command").output().unwrap();
+    assert!(!out.status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_applies_the_schema_once() {
+    let db = TestDb::empty().await.unwrap();
+    let run = || {
+        queen_server()
+            .arg("migrate")
+            .env("PG_HOST", &db.host)
+            .env("PG_PORT", db.port.to_string())
+            .env("PG_USER", &db.user)
+            .env("PG_DB", &db.name)
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(
+        first.status.success(),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    assert!(String::from_utf8_lossy(&first.stdout).contains("migrations applied: "));
+    let second = run();
+    assert!(second.status.success());
+    assert!(String::from_utf8_lossy(&second.stdout).contains("migrations applied: 0"));
+    let client = db.client().await.unwrap();
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'log_consumers'"
+        )
+        .await,
+        1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_brokers_starting_together_on_an_empty_database_all_come_up() {
+    let db = TestDb::empty().await.unwrap();
+    let (a, b, c) = tokio::join!(
+        TestBroker::start_with(&db, &[("QUEEN_SERVER_ID", "a")]),
+        TestBroker::start_with(&db, &[("QUEEN_SERVER_ID", "b")]),
+        TestBroker::start_with(&db, &[("QUEEN_SERVER_ID", "c")]),
+    );
+    let brokers = [a.unwrap(), b.unwrap(), c.unwrap()];
+    let q = unique("start");
+    for (i, b) in brokers.iter().enumerate() {
+        push_numbered(b, &q, "p", &format!("from-{i}"), 1).await;
+    }
+    let body = pop_ok(&brokers[0], &pop_path(&q, None, "batch=10")).await;
+    assert_eq!(messages(&body).len(), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_database_at_start_is_waited_for() {
+    let db = TestDb::new().await.unwrap();
+    let upstream = format!("{}:{}", db.host, db.port).parse().unwrap();
+    let proxy = queen_testkit::FaultProxy::start(upstream).await.unwrap();
+    proxy.cut();
+    let port = proxy.addr().port().to_string();
+    let mut env = queen_testkit::base_env(&db);
+    env.insert("PG_HOST".into(), "127.0.0.1".into());
+    env.insert("PG_PORT".into(), port);
+    let b = TestBroker::start_env(env).await.unwrap();
+    // the HTTP side answers at once, unhealthy, with JSON errors
+    sleep_ms(500).await;
+    let (status, body) = b.get("/health").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body["status"], "unhealthy");
+    let (status, body) = b.get(&pop_path("q", None, "")).await;
+    assert!(
+        status == StatusCode::OK && body["success"] == false || status == StatusCode::NO_CONTENT,
+        "{status} {body}"
+    );
+    proxy.restore();
+    b.wait_healthy(Duration::from_secs(15)).await.unwrap();
+    let q = unique("late");
+    push_numbered(&b, &q, "p", "m", 1).await;
+    pop_ok(&b, &pop_path(&q, None, "")).await;
+}
