@@ -6,6 +6,8 @@
 //!   long-poll waker and the queue config cache. No HTTP types, no SQL.
 //! - [`store`]: PostgreSQL: the pool, migrations, one typed method per statement.
 //! - [`config`]: environment variables → [`config::Config`].
+//! - [`spool`]: the disk spool that takes pushes while PostgreSQL is away or push
+//!   maintenance is on, and replays them in order, exactly once.
 //!
 //! Data flow: push → `store.append` (one `queen.push_batch` call: offsets
 //! allocated under the partition row lock, one segment row per partition) →

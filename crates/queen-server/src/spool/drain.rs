@@ -259,3 +259,57 @@ async fn replay(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(e: BrokerError) -> &'static str {
+        match judge(e) {
+            Verdict::Retry(Failure::Unreachable(_)) => "unreachable",
+            Verdict::Retry(Failure::Transient(_)) => "transient",
+            Verdict::RetryCounted(_) => "counted",
+            Verdict::Refuse(_) => "refuse",
+        }
+    }
+
+    #[test]
+    fn errors_are_sorted_into_retry_and_refuse() {
+        let store = |e: StoreError| verdict(BrokerError::Store(e));
+        assert_eq!(store(StoreError::Unavailable("gone".into())), "unreachable");
+        assert_eq!(store(StoreError::NotReady), "unreachable");
+        assert_eq!(
+            store(StoreError::Other("57014: canceling statement".into())),
+            "unreachable"
+        );
+        assert_eq!(store(StoreError::Conflict("deadlock".into())), "transient");
+        assert_eq!(store(StoreError::Rejected("bad".into())), "refuse");
+        assert_eq!(store(StoreError::UniqueViolation("dup".into())), "refuse");
+        assert_eq!(
+            store(StoreError::Other("22021: bad byte".into())),
+            "counted"
+        );
+        assert_eq!(verdict(BrokerError::Invalid("name".into())), "refuse");
+    }
+
+    #[test]
+    fn records_become_push_items_with_their_transaction_id() {
+        let r = Record {
+            queue: "q".into(),
+            partition: "p".into(),
+            transaction_id: "t-1".into(),
+            trace_id: None,
+            payload: "{}".into(),
+            producer_sub: Some("svc".into()),
+            spooled_at_ms: 0,
+        };
+        let item = to_item(&r).unwrap();
+        assert_eq!(item.transaction_id.as_deref(), Some("t-1"));
+        assert_eq!(item.producer_sub.as_deref(), Some("svc"));
+        let bad = Record {
+            queue: String::new(),
+            ..r
+        };
+        assert!(to_item(&bad).is_err());
+    }
+}

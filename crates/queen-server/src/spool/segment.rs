@@ -368,3 +368,76 @@ pub fn read_batch(dir: &Path, seq: u64, pos: u64, max: usize) -> io::Result<Batc
     }
     Ok(batch)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    fn record(id: &str) -> Record {
+        Record {
+            queue: "q".into(),
+            partition: "p".into(),
+            transaction_id: id.into(),
+            trace_id: None,
+            payload: "1".into(),
+            producer_sub: None,
+            spooled_at_ms: 1,
+        }
+    }
+
+    #[test]
+    fn names_sort_in_sequence_order() {
+        let dir = Path::new("/spool");
+        assert_eq!(
+            segment_path(dir, 7, true),
+            Path::new("/spool/00000000000000000007.seg")
+        );
+        assert_eq!(
+            segment_path(dir, 8, false),
+            Path::new("/spool/00000000000000000008.open")
+        );
+        assert!(segment_path(dir, 9, true) < segment_path(dir, 10, true));
+    }
+
+    #[test]
+    fn frames_are_read_back_in_order_then_end() {
+        let mut buf = Vec::new();
+        for id in ["a", "b"] {
+            codec::encode(&record(id), &mut buf).unwrap();
+        }
+        let mut r = Cursor::new(buf);
+        for id in ["a", "b"] {
+            match read_frame(&mut r).unwrap() {
+                Frame::Ok(rec, _) => assert_eq!(rec.transaction_id, id),
+                _ => panic!("expected a record"),
+            }
+        }
+        assert!(matches!(read_frame(&mut r).unwrap(), Frame::End));
+    }
+
+    #[test]
+    fn a_cut_frame_is_torn_and_a_damaged_one_is_bad() {
+        let mut buf = Vec::new();
+        codec::encode(&record("a"), &mut buf).unwrap();
+        for cut in [3, HEADER_LEN, buf.len() - 1] {
+            let mut r = Cursor::new(buf[..cut].to_vec());
+            assert!(
+                matches!(read_frame(&mut r).unwrap(), Frame::Torn),
+                "cut {cut}"
+            );
+        }
+        let mut damaged = buf.clone();
+        let last = damaged.len() - 1;
+        damaged[last] ^= 1;
+        assert!(matches!(
+            read_frame(&mut Cursor::new(damaged)).unwrap(),
+            Frame::Bad(RecordError::Checksum { .. })
+        ));
+        let zeros = vec![0u8; 16];
+        assert!(matches!(
+            read_frame(&mut Cursor::new(zeros)).unwrap(),
+            Frame::Bad(RecordError::ZeroLength)
+        ));
+    }
+}

@@ -198,14 +198,12 @@ pub async fn analytics(
     Query(q): Query<Params>,
 ) -> Result<Json<Value>, ApiError> {
     let (from, to) = window(&q, Duration::hours(24))?;
-    let interval = match query_str(&q, "interval").unwrap_or("hour") {
-        i @ ("minute" | "hour" | "day") => i,
-        _ => {
-            return Err(ApiError::bad_request(
-                "interval must be minute, hour or day",
-            ))
-        }
-    };
+    let interval = query_str(&q, "interval").unwrap_or("hour");
+    if !matches!(interval, "minute" | "hour" | "day") {
+        return Err(ApiError::bad_request(
+            "interval must be minute, hour or day",
+        ));
+    }
     let minutes = app
         .broker
         .store

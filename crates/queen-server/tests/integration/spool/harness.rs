@@ -21,7 +21,10 @@ pub struct Rig {
 impl Rig {
     pub async fn new() -> Self {
         let db = TestDb::new().await.expect("db");
-        let upstream = SocketAddr::new(db.host.parse::<IpAddr>().expect("PG host is an IP"), db.port);
+        let upstream = SocketAddr::new(
+            db.host.parse::<IpAddr>().expect("PG host is an IP"),
+            db.port,
+        );
         let proxy = FaultProxy::start(upstream).await.expect("proxy");
         let dir = tempfile::Builder::new()
             .prefix("queen-spool-test-")
@@ -39,7 +42,10 @@ impl Rig {
         let mut env = base_env(&self.db);
         env.insert("PG_HOST".into(), "127.0.0.1".into());
         env.insert("PG_PORT".into(), self.proxy.addr().port().to_string());
-        env.insert("FILE_BUFFER_DIR".into(), self.spool_dir().display().to_string());
+        env.insert(
+            "FILE_BUFFER_DIR".into(),
+            self.spool_dir().display().to_string(),
+        );
         env.insert("FILE_BUFFER_FLUSH_MS".into(), "20".into());
         for (k, v) in extra {
             env.insert((*k).to_owned(), (*v).to_owned());
@@ -49,8 +55,12 @@ impl Rig {
 
     /// An in-process broker through the proxy, waited healthy.
     pub async fn broker(&self, extra: &[(&str, &str)]) -> TestBroker {
-        let b = TestBroker::start_env(self.env(extra)).await.expect("broker");
-        b.wait_healthy(Duration::from_secs(20)).await.expect("healthy");
+        let b = TestBroker::start_env(self.env(extra))
+            .await
+            .expect("broker");
+        b.wait_healthy(Duration::from_secs(20))
+            .await
+            .expect("healthy");
         b
     }
 }
@@ -98,8 +108,14 @@ pub async fn wait_stored(db: &TestDb, queue: &str, want: i64, limit: Duration) {
         if n == want {
             return;
         }
-        assert!(n < want, "{queue}: {n} messages stored, more than the {want} pushed");
-        assert!(started.elapsed() < limit, "{queue}: {n} of {want} stored after {limit:?}");
+        assert!(
+            n < want,
+            "{queue}: {n} messages stored, more than the {want} pushed"
+        );
+        assert!(
+            started.elapsed() < limit,
+            "{queue}: {n} of {want} stored after {limit:?}"
+        );
         sleep_ms(50).await;
     }
 }
@@ -134,7 +150,12 @@ pub fn assert_buffered(results: &[Value], items: &[Value]) {
 }
 
 /// Pushes `items` in requests of `chunk` through `post`; returns all results.
-pub async fn push_chunks(url: &str, http: &reqwest::Client, items: &[Value], chunk: usize) -> Vec<Value> {
+pub async fn push_chunks(
+    url: &str,
+    http: &reqwest::Client,
+    items: &[Value],
+    chunk: usize,
+) -> Vec<Value> {
     let mut out = Vec::new();
     for c in items.chunks(chunk) {
         let resp = http

@@ -54,7 +54,10 @@ async fn a_broker_killed_during_an_outage_loses_nothing() {
 async fn a_broker_killed_during_a_drain_loses_and_doubles_nothing() {
     let rig = Rig::new().await;
     // small replay batches so the drain takes long enough to be interrupted
-    let env = rig.env(&[("FILE_BUFFER_MAX_BATCH", "2"), ("FILE_BUFFER_EVENTS_PER_FILE", "150")]);
+    let env = rig.env(&[
+        ("FILE_BUFFER_MAX_BATCH", "2"),
+        ("FILE_BUFFER_EVENTS_PER_FILE", "150"),
+    ]);
     let log = rig.spool_dir().with_extension("log");
     let child = Child9::start(&env, log.clone()).await;
     let http = reqwest::Client::new();
@@ -80,7 +83,10 @@ async fn a_broker_killed_during_a_drain_loses_and_doubles_nothing() {
     };
     child.kill9();
     let total = (n * parts.len()) as i64;
-    assert!(at_kill < total, "the drain finished before the kill ({at_kill})");
+    assert!(
+        at_kill < total,
+        "the drain finished before the kill ({at_kill})"
+    );
 
     let child = Child9::start(&env, log).await;
     wait_stored(&rig.db, &q, total, LIMIT).await;
@@ -112,9 +118,15 @@ async fn a_spool_directory_serves_one_broker_and_must_be_writable() {
         .env("PORT", "0")
         .output()
         .expect("run a second broker");
-    assert!(!out.status.success(), "a second broker on the same directory started");
+    assert!(
+        !out.status.success(),
+        "a second broker on the same directory started"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("FILE_BUFFER_DIR") && err.contains("another live broker"), "{err}");
+    assert!(
+        err.contains("FILE_BUFFER_DIR") && err.contains("another live broker"),
+        "{err}"
+    );
 
     let mut env = env.clone();
     env.insert("FILE_BUFFER_DIR".into(), "/proc/queen-cannot-create".into());
@@ -127,6 +139,9 @@ async fn a_spool_directory_serves_one_broker_and_must_be_writable() {
         .expect("run a broker on a bad directory");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("FILE_BUFFER_DIR=/proc/queen-cannot-create"), "{err}");
+    assert!(
+        err.contains("FILE_BUFFER_DIR=/proc/queen-cannot-create"),
+        "{err}"
+    );
     drop(first);
 }

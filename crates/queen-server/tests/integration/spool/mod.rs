@@ -102,9 +102,17 @@ async fn maintenance_mode_spools_and_turning_it_off_drains() {
     assert_eq!(state["maintenanceMode"], true);
     assert_eq!(state["bufferedMessages"], 10, "{state}");
     assert_eq!(state["bufferStats"]["pending"], 10, "{state}");
-    assert_eq!(stored_count(&db, &q).await, 0, "nothing reaches PostgreSQL yet");
+    assert_eq!(
+        stored_count(&db, &q).await,
+        0,
+        "nothing reaches PostgreSQL yet"
+    );
     sleep_ms(300).await;
-    assert_eq!(stored_count(&db, &q).await, 0, "no replay while maintenance is on");
+    assert_eq!(
+        stored_count(&db, &q).await,
+        0,
+        "no replay while maintenance is on"
+    );
 
     let (status, _) = b
         .post("/api/v1/system/maintenance", &json!({"enabled": false}))
@@ -252,8 +260,14 @@ async fn recovery_cuts_a_torn_tail_and_quarantines_a_corrupted_record() {
         .filter(|n| n.ends_with(".rec.reason"))
         .map(|n| std::fs::read_to_string(failed.join(n)).unwrap())
         .collect();
-    assert!(reasons.iter().any(|r| r.contains("invalid record")), "{reasons:?}");
-    assert!(reasons.iter().any(|r| r.contains("refused by PostgreSQL")), "{reasons:?}");
+    assert!(
+        reasons.iter().any(|r| r.contains("invalid record")),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.iter().any(|r| r.contains("refused by PostgreSQL")),
+        "{reasons:?}"
+    );
     // the broker keeps going
     push_one(&b, &q, "p", json!("later"), "later").await;
     assert_eq!(stored(&rig.db, &q, "p").await.len(), 7);
