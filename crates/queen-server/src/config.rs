@@ -251,6 +251,129 @@ impl MeshConfig {
     }
 }
 
+/// Which algorithms verify bearer tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JwtAlgorithm {
+    Hs256,
+    Rs256,
+    EdDsa,
+    /// The token header's algorithm, among those a key is configured for.
+    Auto,
+}
+
+/// JWT bearer authentication (http-api.md §1.7).
+#[derive(Clone)]
+pub struct AuthConfig {
+    pub enabled: bool,
+    pub algorithm: JwtAlgorithm,
+    pub secret: String,
+    /// PEM of the RSA or Ed25519 public key (the text, or a path to a file).
+    pub public_key: String,
+    pub issuer: Option<String>,
+    pub audience: Option<String>,
+    pub clock_skew_secs: u64,
+    pub skip_paths: Vec<String>,
+    pub roles_claim: String,
+    pub roles_array_claim: String,
+    pub role_admin: String,
+    pub role_read_write: String,
+    pub role_read_only: String,
+}
+
+impl fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("enabled", &self.enabled)
+            .field("algorithm", &self.algorithm)
+            .field("secret", &"<redacted>")
+            .field("issuer", &self.issuer)
+            .field("audience", &self.audience)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read_auth(r: &Reader<'_>) -> Result<AuthConfig, ConfigError> {
+    let enabled = r.boolean("JWT_ENABLED", false)?;
+    let algorithm = match r
+        .string("JWT_ALGORITHM", "HS256")
+        .trim()
+        .to_ascii_uppercase()
+        .as_str()
+    {
+        "HS256" => JwtAlgorithm::Hs256,
+        "RS256" => JwtAlgorithm::Rs256,
+        "EDDSA" => JwtAlgorithm::EdDsa,
+        "AUTO" => JwtAlgorithm::Auto,
+        other => {
+            return Err(ConfigError {
+                var: "JWT_ALGORITHM",
+                value: other.to_owned(),
+                reason: "expected HS256, RS256, EdDSA or auto".into(),
+            })
+        }
+    };
+    let secret = r.string("JWT_SECRET", "");
+    let mut public_key = r.string("JWT_PUBLIC_KEY", "");
+    if !public_key.is_empty() && !public_key.contains("-----BEGIN") {
+        public_key = std::fs::read_to_string(public_key.trim()).map_err(|e| ConfigError {
+            var: "JWT_PUBLIC_KEY",
+            value: public_key.clone(),
+            reason: format!("neither a PEM key nor a readable file: {e}"),
+        })?;
+    }
+    if let Some(url) = r.raw("JWT_JWKS_URL") {
+        return Err(ConfigError {
+            var: "JWT_JWKS_URL",
+            value: url,
+            reason:
+                "JWKS fetching is not supported by this build; set JWT_PUBLIC_KEY to the PEM key"
+                    .into(),
+        });
+    }
+    let _ = r.raw("JWT_JWKS_REFRESH_INTERVAL");
+    let _ = r.raw("JWT_JWKS_TIMEOUT_MS");
+    if enabled {
+        let needs_secret = matches!(algorithm, JwtAlgorithm::Hs256);
+        let needs_key = matches!(algorithm, JwtAlgorithm::Rs256 | JwtAlgorithm::EdDsa);
+        if needs_secret && secret.is_empty() {
+            return Err(ConfigError {
+                var: "JWT_SECRET",
+                value: String::new(),
+                reason: "JWT_ENABLED=true with HS256 needs a secret".into(),
+            });
+        }
+        if (needs_key && public_key.is_empty())
+            || (algorithm == JwtAlgorithm::Auto && secret.is_empty() && public_key.is_empty())
+        {
+            return Err(ConfigError {
+                var: "JWT_PUBLIC_KEY",
+                value: String::new(),
+                reason: "JWT_ENABLED=true needs JWT_PUBLIC_KEY (or JWT_SECRET for HS256)".into(),
+            });
+        }
+    }
+    Ok(AuthConfig {
+        enabled,
+        algorithm,
+        secret,
+        public_key,
+        issuer: r.raw("JWT_ISSUER"),
+        audience: r.raw("JWT_AUDIENCE"),
+        clock_skew_secs: r.parsed("JWT_CLOCK_SKEW", 30)?,
+        skip_paths: r
+            .string("JWT_SKIP_PATHS", "/health,/metrics/prometheus,/metrics,/")
+            .split(',')
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty())
+            .collect(),
+        roles_claim: r.string("JWT_ROLES_CLAIM", "role"),
+        roles_array_claim: r.string("JWT_ROLES_ARRAY_CLAIM", "roles"),
+        role_admin: r.string("JWT_ROLE_ADMIN", "admin"),
+        role_read_write: r.string("JWT_ROLE_READ_WRITE", "read-write"),
+        role_read_only: r.string("JWT_ROLE_READ_ONLY", "read-only"),
+    })
+}
+
 /// Background jobs: retention, eviction, stats (http-api.md §5.7, §5.9).
 #[derive(Debug, Clone)]
 pub struct JobsConfig {
@@ -278,6 +401,7 @@ pub struct Config {
     pub queue_config_max_age: Duration,
     pub mesh: MeshConfig,
     pub jobs: JobsConfig,
+    pub auth: AuthConfig,
     /// How often persisted cluster state (maintenance flags) is re-read.
     pub reconcile_interval: Duration,
     /// The disk spool that takes pushes while PostgreSQL is away.
@@ -467,9 +591,11 @@ impl Config {
             eviction_batch: r.parsed("EVICTION_BATCH_SIZE", 1000)?,
             stats_interval: r.millis("STATS_INTERVAL_MS", 10_000)?,
         };
+        let auth = read_auth(r)?;
         Ok(Self {
             mesh,
             jobs,
+            auth,
             host: r.parsed("HOST", IpAddr::from([0, 0, 0, 0]))?,
             port: r.parsed("PORT", 6632)?,
             server_id,
@@ -530,7 +656,7 @@ impl Config {
             self.mesh.heartbeat.as_millis(),
         );
         format!(
-            "listen={}:{} server_id={} db[{db} pool={} stmt_timeout_ms={}] pop[batch={} timeout_ms={} subscription={}] max_body_bytes={} {sync}",
+            "listen={}:{} server_id={} db[{db} pool={} stmt_timeout_ms={}] pop[batch={} timeout_ms={} subscription={}] max_body_bytes={} {sync} jwt={}",
             self.host,
             self.port,
             self.server_id,
@@ -540,6 +666,7 @@ impl Config {
             self.pop.default_timeout.as_millis(),
             self.pop.default_subscription_mode.as_str(),
             self.max_body_bytes,
+            if self.auth.enabled { "on" } else { "off" },
         )
     }
 }

@@ -89,7 +89,7 @@ pub async fn run(
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
-    axum::serve(listener, http::router(app))
+    axum::serve(listener, http::router(app)?)
         .with_graceful_shutdown({
             let s = shutdown.clone();
             async move { s.cancelled().await }

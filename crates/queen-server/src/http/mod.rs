@@ -1,5 +1,6 @@
 //! HTTP API v1: the router, CORS, and the fallback for unknown routes.
 
+pub mod auth;
 pub mod body;
 pub mod error;
 pub mod routes;
@@ -18,9 +19,16 @@ use routes::{
     queues, resources, status, system, traces, transaction,
 };
 
-/// Builds the router of every route, with CORS on every answer.
-pub fn router(state: AppState) -> Router {
-    Router::new()
+/// Builds the router of every route, with CORS on every answer and JWT
+/// authentication when it is enabled.
+pub fn router(state: AppState) -> anyhow::Result<Router> {
+    let auth = &state.broker.config.auth;
+    let verifier = if auth.enabled {
+        Some(std::sync::Arc::new(auth::Verifier::new(auth)?))
+    } else {
+        None
+    };
+    Ok(Router::new()
         .route("/health", get(health::health))
         .route("/api/v1/configure", post(queues::configure))
         .route("/api/v1/push", post(push::push))
@@ -114,12 +122,13 @@ pub fn router(state: AppState) -> Router {
         .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
+        .layer(middleware::from_fn_with_state(verifier, auth::authenticate))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_requests,
         ))
         .layer(middleware::from_fn(cors))
-        .with_state(state)
+        .with_state(state))
 }
 
 async fn count_requests(

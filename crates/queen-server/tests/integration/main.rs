@@ -5,6 +5,7 @@
 
 mod ack;
 mod admin;
+mod auth;
 mod common;
 mod configure;
 mod groups;

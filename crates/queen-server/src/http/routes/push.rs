@@ -5,6 +5,7 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use queen_proto::names::DEFAULT_PARTITION;
 use queen_proto::responses::PushResult;
@@ -15,6 +16,7 @@ use uuid::Uuid;
 use super::{partition_name, queue_name};
 use crate::app::AppState;
 use crate::broker::{PushItem, PushOutcome};
+use crate::http::auth::Caller;
 use crate::http::body::read_bytes;
 use crate::http::error::ApiError;
 
@@ -101,7 +103,20 @@ fn parse_item(raw: &RawValue, absent_payload: &str) -> Result<PushItem, ApiError
     })
 }
 
-pub async fn push(State(app): State<AppState>, body: Body) -> Result<Response, ApiError> {
+/// With authentication on, every message carries the token's `sub` as its
+/// `producerSub`; whatever the client sent is ignored (http-api.md §1.7).
+pub fn stamp_producer(items: &mut [PushItem], caller: Option<&Caller>) {
+    let sub = caller.and_then(|c| c.subject.clone());
+    for item in items {
+        item.producer_sub.clone_from(&sub);
+    }
+}
+
+pub async fn push(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    body: Body,
+) -> Result<Response, ApiError> {
     let bytes = read_bytes(body, app.broker.config.max_body_bytes).await?;
     let parsed: PushBody<'_> = serde_json::from_slice(&bytes).map_err(|e| {
         if e.is_data() {
@@ -113,7 +128,8 @@ pub async fn push(State(app): State<AppState>, body: Body) -> Result<Response, A
     let items = parsed
         .items
         .ok_or_else(|| ApiError::bad_request("items array is required"))?;
-    let items = parse_items(items, "null")?;
+    let mut items = parse_items(items, "null")?;
+    stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
     let outcomes = app.broker.push(items).await?;
     let results: Vec<PushResult> = outcomes
         .into_iter()

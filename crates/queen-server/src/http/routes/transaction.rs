@@ -15,7 +15,11 @@ use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
 use crate::store::TxOutcome;
 
-pub async fn transaction(State(app): State<AppState>, body: Body) -> Result<Json<Value>, ApiError> {
+pub async fn transaction(
+    State(app): State<AppState>,
+    caller: Option<axum::Extension<crate::http::auth::Caller>>,
+    body: Body,
+) -> Result<Json<Value>, ApiError> {
     let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
     if map.contains_key("kv") || map.contains_key("timers") {
         return Err(ApiError::bad_request(
@@ -38,7 +42,9 @@ pub async fn transaction(State(app): State<AppState>, body: Body) -> Result<Json
                 let items = op.get("items").cloned().unwrap_or(Value::Null);
                 let raw = RawValue::from_string(items.to_string())
                     .map_err(|e| ApiError::bad_request(format!("Invalid JSON: {e}")))?;
-                ops.extend(parse_items(&raw, "{}")?.into_iter().map(TxOp::Push));
+                let mut items = parse_items(&raw, "{}")?;
+                super::push::stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
+                ops.extend(items.into_iter().map(TxOp::Push));
             }
             Some("ack") => {
                 let item = parse_ack_item(

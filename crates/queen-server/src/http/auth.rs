@@ -1,0 +1,267 @@
+//! JWT bearer authentication and the role each route needs (http-api.md §1.7).
+//!
+//! Levels: public (skip paths, `OPTIONS`), read-only (GETs of status,
+//! analytics, resources, messages, consumer groups, DLQ, traces), admin
+//! (system, internal, deleting groups and queues, stats refresh) and
+//! read-write for everything else. Roles come from the `role` string claim or
+//! the `roles` array claim: admin ⊃ read-write ⊃ read-only.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
+use serde_json::Value;
+
+use super::error::ApiError;
+use crate::config::{AuthConfig, JwtAlgorithm};
+
+/// Access levels, ordered: a role grants its level and every lower one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Public,
+    ReadOnly,
+    ReadWrite,
+    Admin,
+}
+
+/// Who made the request, once the token checked out.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// The token's `sub`, stamped into pushed messages as `producerSub`.
+    pub subject: Option<String>,
+    pub level: Level,
+}
+
+/// Verifies tokens with the configured keys.
+pub struct Verifier {
+    config: AuthConfig,
+    hmac: Option<DecodingKey>,
+    rsa: Option<DecodingKey>,
+    ed: Option<DecodingKey>,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Verifier {
+    /// Loads the keys; an unusable key is a start-up error.
+    pub fn new(config: &AuthConfig) -> anyhow::Result<Self> {
+        let pem = config.public_key.as_bytes();
+        let rsa = (!pem.is_empty())
+            .then(|| DecodingKey::from_rsa_pem(pem).ok())
+            .flatten();
+        let ed = (!pem.is_empty())
+            .then(|| DecodingKey::from_ed_pem(pem).ok())
+            .flatten();
+        if !pem.is_empty() && rsa.is_none() && ed.is_none() {
+            anyhow::bail!("JWT_PUBLIC_KEY is neither an RSA nor an Ed25519 public key in PEM form");
+        }
+        let hmac = if config.secret.is_empty() {
+            None
+        } else {
+            Some(DecodingKey::from_secret(config.secret.as_bytes())?)
+        };
+        Ok(Self {
+            config: config.clone(),
+            hmac,
+            rsa,
+            ed,
+        })
+    }
+
+    fn key_for(&self, alg: Algorithm) -> Option<&DecodingKey> {
+        let allowed = match self.config.algorithm {
+            JwtAlgorithm::Hs256 => alg == Algorithm::HS256,
+            JwtAlgorithm::Rs256 => alg == Algorithm::RS256,
+            JwtAlgorithm::EdDsa => alg == Algorithm::EdDSA,
+            JwtAlgorithm::Auto => {
+                matches!(alg, Algorithm::HS256 | Algorithm::RS256 | Algorithm::EdDSA)
+            }
+        };
+        if !allowed {
+            return None;
+        }
+        match alg {
+            Algorithm::HS256 => self.hmac.as_ref(),
+            Algorithm::RS256 => self.rsa.as_ref(),
+            Algorithm::EdDSA => self.ed.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// Checks a bearer token and returns the caller, or why it was refused.
+    pub fn verify(&self, token: &str) -> Result<Caller, String> {
+        let header = decode_header(token).map_err(|e| format!("Invalid token: {e}"))?;
+        let key = self
+            .key_for(header.alg)
+            .ok_or_else(|| format!("Invalid token: algorithm {:?} not accepted", header.alg))?;
+        let mut v = Validation::new(header.alg);
+        v.leeway = self.config.clock_skew_secs;
+        v.required_spec_claims.clear();
+        v.validate_aud = self.config.audience.is_some();
+        if let Some(aud) = &self.config.audience {
+            v.set_audience(&[aud]);
+        }
+        if let Some(iss) = &self.config.issuer {
+            v.set_issuer(&[iss]);
+        }
+        let data = decode::<Value>(token, key, &v).map_err(|e| format!("Invalid token: {e}"))?;
+        let claims = data.claims;
+        let mut roles: Vec<&str> = Vec::new();
+        if let Some(r) = claims.get(&self.config.roles_claim).and_then(Value::as_str) {
+            roles.push(r);
+        }
+        if let Some(list) = claims
+            .get(&self.config.roles_array_claim)
+            .and_then(Value::as_array)
+        {
+            roles.extend(list.iter().filter_map(Value::as_str));
+        }
+        let c = &self.config;
+        let level = roles
+            .iter()
+            .map(|r| {
+                if *r == c.role_admin {
+                    Level::Admin
+                } else if *r == c.role_read_write {
+                    Level::ReadWrite
+                } else if *r == c.role_read_only {
+                    Level::ReadOnly
+                } else {
+                    Level::Public
+                }
+            })
+            .max()
+            .unwrap_or(Level::Public);
+        Ok(Caller {
+            subject: claims.get("sub").and_then(Value::as_str).map(str::to_owned),
+            level,
+        })
+    }
+
+    /// The level a request needs.
+    pub fn required_level(&self, method: &Method, path: &str) -> Level {
+        if method == Method::OPTIONS || self.config.skip_paths.iter().any(|p| p == path) {
+            return Level::Public;
+        }
+        required_level(method, path)
+    }
+}
+
+/// The route table of http-api.md §1.7, without the configurable skip paths.
+pub fn required_level(method: &Method, path: &str) -> Level {
+    let starts = |p: &str| path == p || path.starts_with(&format!("{p}/"));
+    if starts("/api/v1/system")
+        || starts("/internal")
+        || (method == Method::DELETE
+            && (starts("/api/v1/consumer-groups") || starts("/api/v1/resources/queues")))
+        || (method == Method::POST && path == "/api/v1/stats/refresh")
+    {
+        return Level::Admin;
+    }
+    let read_only_prefixes = [
+        "/api/v1/status",
+        "/api/v1/analytics",
+        "/api/v1/resources",
+        "/api/v1/messages",
+        "/api/v1/consumer-groups",
+        "/api/v1/dlq",
+        "/api/v1/traces",
+    ];
+    if method == Method::GET && read_only_prefixes.iter().any(|p| path.starts_with(p)) {
+        return Level::ReadOnly;
+    }
+    if !path.starts_with("/api/") && method == Method::GET {
+        // dashboard assets and anything else outside the API
+        return Level::Public;
+    }
+    Level::ReadWrite
+}
+
+/// Middleware: refuses requests without a sufficient token when auth is on,
+/// and hands the [`Caller`] to the handlers as a request extension.
+pub async fn authenticate(
+    State(verifier): State<Option<Arc<Verifier>>>,
+    mut req: Request,
+    next: Next,
+) -> Response {
+    let Some(verifier) = verifier else {
+        return next.run(req).await;
+    };
+    let needed = verifier.required_level(req.method(), req.uri().path());
+    if needed == Level::Public {
+        return next.run(req).await;
+    }
+    let token = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let Some(token) = token else {
+        return unauthorized("Authentication required");
+    };
+    match verifier.verify(token) {
+        Err(reason) => unauthorized(&reason),
+        Ok(caller) if caller.level < needed => ApiError {
+            status: StatusCode::FORBIDDEN,
+            message: "Insufficient permissions".into(),
+        }
+        .into_response(),
+        Ok(caller) => {
+            req.extensions_mut().insert(caller);
+            next.run(req).await
+        }
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        message: message.to_owned(),
+    }
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_levels_follow_the_contract() {
+        use Level::*;
+        let cases = [
+            (Method::GET, "/api/v1/status/queues", ReadOnly),
+            (Method::GET, "/api/v1/resources/queues/q", ReadOnly),
+            (Method::DELETE, "/api/v1/resources/queues/q", Admin),
+            (Method::DELETE, "/api/v1/consumer-groups/g", Admin),
+            (Method::GET, "/api/v1/consumer-groups/g", ReadOnly),
+            (
+                Method::POST,
+                "/api/v1/consumer-groups/g/subscription",
+                ReadWrite,
+            ),
+            (Method::GET, "/api/v1/system/maintenance", Admin),
+            (Method::POST, "/api/v1/stats/refresh", Admin),
+            (Method::POST, "/api/v1/push", ReadWrite),
+            (Method::GET, "/api/v1/pop/queue/q", ReadWrite),
+            (Method::DELETE, "/api/v1/messages/p/t", ReadWrite),
+            (Method::GET, "/api/v1/dlq", ReadOnly),
+            (Method::GET, "/assets/app.js", Public),
+        ];
+        for (m, p, want) in cases {
+            assert_eq!(required_level(&m, p), want, "{m} {p}");
+        }
+    }
+}
