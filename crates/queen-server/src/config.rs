@@ -402,6 +402,8 @@ pub struct Config {
     pub mesh: MeshConfig,
     pub jobs: JobsConfig,
     pub auth: AuthConfig,
+    /// AES-256 key of `QUEEN_ENCRYPTION_KEY` (never printed).
+    pub encryption_key: Option<[u8; 32]>,
     /// How often persisted cluster state (maintenance flags) is re-read.
     pub reconcile_interval: Duration,
     /// The disk spool that takes pushes while PostgreSQL is away.
@@ -592,7 +594,24 @@ impl Config {
             stats_interval: r.millis("STATS_INTERVAL_MS", 10_000)?,
         };
         let auth = read_auth(r)?;
+        let encryption_key = match r.raw("QUEEN_ENCRYPTION_KEY") {
+            None => None,
+            Some(hex_key) => {
+                let bytes = hex::decode(hex_key.trim()).ok().filter(|b| b.len() == 32);
+                let Some(bytes) = bytes else {
+                    return Err(ConfigError {
+                        var: "QUEEN_ENCRYPTION_KEY",
+                        value: "<redacted>".into(),
+                        reason: "must be 64 hex characters (a 32-byte AES-256 key)".into(),
+                    });
+                };
+                let mut key = [0u8; 32];
+                key.copy_from_slice(&bytes);
+                Some(key)
+            }
+        };
         Ok(Self {
+            encryption_key,
             mesh,
             jobs,
             auth,

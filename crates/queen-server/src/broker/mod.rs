@@ -5,6 +5,7 @@
 
 mod ack;
 pub mod config_cache;
+pub mod crypto;
 pub mod long_poll;
 pub mod metrics;
 mod pop;
@@ -71,6 +72,8 @@ pub struct Broker {
     pub flags: Flags,
     /// This broker's disk spool: takes pushes while PostgreSQL is away.
     pub spool: crate::spool::Spool,
+    /// Encrypts payloads of queues with `encryptionEnabled` (when a key is set).
+    pub cipher: Option<crypto::PayloadCipher>,
     /// The mesh to other replicas; unset when it does not run.
     pub mesh: OnceLock<Arc<crate::mesh::Mesh>>,
     /// Cancelled at shutdown: parked pops answer empty at once.
@@ -85,6 +88,10 @@ impl Broker {
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
+            cipher: config
+                .encryption_key
+                .as_ref()
+                .map(crypto::PayloadCipher::new),
             queues: QueueCache::new(config.queue_config_max_age),
             config,
             store,

@@ -56,6 +56,14 @@ fn db_unreachable(e: &StoreError) -> bool {
 }
 
 impl Broker {
+    /// Returns the stored form of a payload: encrypted when `encrypt`.
+    pub(super) fn seal(&self, encrypt: bool, payload: &str) -> Result<String, BrokerError> {
+        match (&self.cipher, encrypt) {
+            (Some(c), true) => c.encrypt(payload).map_err(BrokerError::Internal),
+            _ => Ok(payload.to_owned()),
+        }
+    }
+
     /// Pushes `items`: straight into PostgreSQL (one transaction for the whole
     /// request) or, when the database is unreachable or push maintenance mode is
     /// on, into the disk spool. Outcomes follow input order.
@@ -132,11 +140,13 @@ impl Broker {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        let mut queue_ids: HashMap<QueueName, Uuid> = HashMap::new();
+        // queue id, and whether its payloads are stored encrypted
+        let mut queue_ids: HashMap<QueueName, (Uuid, bool)> = HashMap::new();
         for item in items {
             if !queue_ids.contains_key(&item.queue) {
                 let row = self.queue_or_create(&item.queue).await?;
-                queue_ids.insert(item.queue.clone(), row.id);
+                let encrypt = row.options.encryption_enabled && self.cipher.is_some();
+                queue_ids.insert(item.queue.clone(), (row.id, encrypt));
             }
         }
 
@@ -146,7 +156,7 @@ impl Broker {
         let mut unique: Vec<NewMessage> = Vec::with_capacity(items.len());
         let mut unique_pos: Vec<usize> = Vec::with_capacity(items.len());
         for (i, item) in items.iter().enumerate() {
-            let queue_id = queue_ids[&item.queue];
+            let (queue_id, encrypt) = queue_ids[&item.queue];
             let transaction_id = item
                 .transaction_id
                 .clone()
@@ -164,7 +174,7 @@ impl Broker {
                 message_id: Uuid::now_v7(),
                 transaction_id,
                 trace_id: item.trace_id,
-                payload: item.payload.clone(),
+                payload: self.seal(encrypt, &item.payload)?,
                 producer_sub: item.producer_sub.clone(),
             });
         }

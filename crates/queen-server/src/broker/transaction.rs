@@ -35,6 +35,12 @@ impl Broker {
         for op in ops {
             match op {
                 TxOp::Push(item) => {
+                    // a queue created by this transaction starts unencrypted
+                    let encrypt = self.cipher.is_some()
+                        && self
+                            .queue(item.queue.as_str())
+                            .await?
+                            .is_some_and(|q| q.options.encryption_enabled);
                     let transaction_id = item
                         .transaction_id
                         .clone()
@@ -52,7 +58,7 @@ impl Broker {
                             message_id: Uuid::now_v7(),
                             transaction_id,
                             trace_id: item.trace_id,
-                            payload: item.payload,
+                            payload: self.seal(encrypt, &item.payload)?,
                             producer_sub: item.producer_sub,
                         },
                     });

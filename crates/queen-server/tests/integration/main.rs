@@ -8,6 +8,7 @@ mod admin;
 mod auth;
 mod common;
 mod configure;
+mod encryption;
 mod groups;
 mod ha;
 mod lease;

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::dlq::payload_json;
 use crate::app::AppState;
+use crate::broker::crypto::open;
 use crate::http::body::{path_uuid, query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
 use crate::store::{MessageFilter, MessageSummary};
@@ -98,6 +99,7 @@ pub async fn detail(
         return Err(ApiError::not_found("Message not found"));
     };
     let m = &d.summary;
+    let is_encrypted = d.payload.starts_with("{\"encrypted\"") && d.payload.contains("\"authTag\"");
     let mut body = summary_json(m);
     let consumed_by_groups: Vec<&str> = d
         .groups
@@ -106,8 +108,8 @@ pub async fn detail(
         .map(|(g, _, _)| g.as_str())
         .collect();
     let extra = json!({
-        "payload": payload_json(d.payload.clone()),
-        "isEncrypted": false,
+        "payload": payload_json(open(app.broker.cipher.as_ref(), d.payload.clone())),
+        "isEncrypted": is_encrypted,
         "errorMessage": d.error_message,
         "retryCount": d.retry_count,
         "queueConfig": {

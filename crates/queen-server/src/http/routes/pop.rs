@@ -13,6 +13,7 @@ use serde_json::value::RawValue;
 
 use super::{consumer_group, partition_name, queue_name};
 use crate::app::AppState;
+use crate::broker::crypto::open;
 use crate::broker::{PopOutcome, PopRequest, PopTarget};
 use crate::config::SubscriptionMode;
 use crate::http::body::{query_bool, query_str, query_u64, Query as Params};
@@ -95,7 +96,8 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
             let messages = messages
                 .into_iter()
                 .map(|m| {
-                    let data = RawValue::from_string(m.payload).map_err(|e| {
+                    let data = RawValue::from_string(open(app.broker.cipher.as_ref(), m.payload))
+                        .map_err(|e| {
                         tracing::error!(error = %e, "stored payload is not JSON");
                         ApiError::from(crate::store::StoreError::Other(e.to_string()))
                     })?;

@@ -12,6 +12,7 @@ use uuid::Uuid;
 use super::consumer_group;
 use super::dlq::payload_json;
 use crate::app::AppState;
+use crate::broker::crypto::{open, PayloadCipher};
 use crate::http::body::{
     opt_str, parse_object, path_uuid, query_page, read_bytes, Query as Params,
 };
@@ -85,7 +86,7 @@ pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response,
         .into_response())
 }
 
-fn trace_json(t: Trace, with_message: bool) -> Value {
+fn trace_json(t: Trace, with_message: bool, cipher: Option<&PayloadCipher>) -> Value {
     let data: Value = serde_json::from_str(&t.data).unwrap_or(Value::Null);
     let mut v = json!({
         "id": t.id.to_string(),
@@ -101,7 +102,7 @@ fn trace_json(t: Trace, with_message: bool) -> Value {
         v["partition_id"] = json!(t.partition_id.to_string());
         v["queue_name"] = json!(t.queue);
         v["partition_name"] = json!(t.partition);
-        v["message_payload"] = json!(t.message_payload.map(payload_json));
+        v["message_payload"] = json!(t.message_payload.map(|p| payload_json(open(cipher, p))));
     }
     v
 }
@@ -116,7 +117,10 @@ pub async fn of_message(
         .store
         .traces_of_message(partition_id, &transaction_id)
         .await?;
-    let traces: Vec<Value> = traces.into_iter().map(|t| trace_json(t, false)).collect();
+    let traces: Vec<Value> = traces
+        .into_iter()
+        .map(|t| trace_json(t, false, None))
+        .collect();
     Ok(Json(json!({ "traces": traces })))
 }
 
@@ -131,7 +135,10 @@ pub async fn by_name(
         .store
         .traces_by_name(&name, limit, offset)
         .await?;
-    let traces: Vec<Value> = traces.into_iter().map(|t| trace_json(t, true)).collect();
+    let traces: Vec<Value> = traces
+        .into_iter()
+        .map(|t| trace_json(t, true, app.broker.cipher.as_ref()))
+        .collect();
     Ok(Json(json!({
         "traces": traces,
         "total": total,
