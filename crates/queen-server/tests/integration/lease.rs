@@ -9,6 +9,16 @@ const EXTEND_KEYS_REQUIRED: [&str; 5] = ["index", "leaseId", "success", "error",
 
 /// Posts to the extend route with `body` (`None`: no body and no content type at all).
 async fn extend(b: &queen_testkit::TestBroker, lease: &str, body: Option<&Value>) -> Value {
+    extend_expecting(b, lease, body, StatusCode::OK).await
+}
+
+/// Like [`extend`], expecting `want` as the status.
+async fn extend_expecting(
+    b: &queen_testkit::TestBroker,
+    lease: &str,
+    body: Option<&Value>,
+    want: StatusCode,
+) -> Value {
     let path = format!("/api/v1/lease/{lease}/extend");
     let (status, v) = match body {
         Some(body) => b.post(&path, body).await,
@@ -24,7 +34,7 @@ async fn extend(b: &queen_testkit::TestBroker, lease: &str, body: Option<&Value>
             (status, serde_json::from_slice(&bytes).expect("JSON body"))
         }
     };
-    assert_eq!(status, StatusCode::OK, "extend answered {v}");
+    assert_eq!(status, want, "extend answered {v}");
     // one object, not the one-element array of the 0.15 contract: the Python
     // client 1.3.0 reads the body with `.get` (2.6.0 takes both, JS ignores it)
     assert!(v.is_object(), "not an object: {v}");
@@ -108,10 +118,12 @@ async fn extend_with_no_body_and_with_seconds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn extending_unknown_or_expired_leases_fails_in_the_body() {
+async fn extending_unknown_or_expired_leases_fails_with_an_http_error() {
+    // an HTTP error, not a 200 with success false: the Python client 1.3.0
+    // reports a renewal as failed only on an HTTP error
     let (_db, b) = setup().await;
     let unknown = uuid::Uuid::now_v7().to_string();
-    let r = extend(&b, &unknown, None).await;
+    let r = extend_expecting(&b, &unknown, None, StatusCode::NOT_FOUND).await;
     assert_eq!(r["success"], false);
     assert_eq!(r["error"], "Lease not found");
     assert_eq!(r["expiresAt"], Value::Null);
@@ -122,7 +134,13 @@ async fn extending_unknown_or_expired_leases_fails_in_the_body() {
     let body = pop_ok(&b, &pop_path(&queue, None, "")).await;
     let lease = body["leaseId"].as_str().expect("leaseId").to_owned();
     sleep_ms(1300).await;
-    let r = extend(&b, &lease, Some(&json!({ "seconds": 30 }))).await;
+    let r = extend_expecting(
+        &b,
+        &lease,
+        Some(&json!({ "seconds": 30 })),
+        StatusCode::CONFLICT,
+    )
+    .await;
     assert_eq!(r["success"], false, "{r}");
     assert_eq!(r["error"], "Lease already expired");
     assert_eq!(r["expiresAt"], Value::Null);

@@ -4,9 +4,15 @@
 //! the official Python client 1.3.0 reads the answer with `result.get(...)` and
 //! reports every renewal as failed on an array; 2.6.0 accepts both shapes and
 //! the JS client ignores the body, so the object works for all of them.
+//!
+//! A renewal that extends nothing answers 404 (`Lease not found`) or 409
+//! (`Lease already expired`, `Lease not active`) with the same body: 1.3.0
+//! reports a renewal as failed only on an HTTP error, 2.6.0 reads `success`,
+//! and the JS client notices HTTP errors.
 
 use axum::body::Body;
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::Json;
 use queen_proto::responses::LeaseExtendResult;
 use queen_proto::time::format_millis;
@@ -26,7 +32,7 @@ pub async fn extend(
     State(app): State<AppState>,
     Path(lease_id): Path<String>,
     body: Body,
-) -> Result<Json<LeaseExtendResult>, ApiError> {
+) -> Result<(StatusCode, Json<LeaseExtendResult>), ApiError> {
     let lease = Uuid::parse_str(&lease_id)
         .map_err(|_| ApiError::bad_request("leaseId must be a valid UUID"))?;
     let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
@@ -45,13 +51,21 @@ pub async fn extend(
         .extend_lease(lease, i32::try_from(seconds).unwrap_or(60))
         .await?;
     let expires = ext.expires_at.map(format_millis);
-    Ok(Json(LeaseExtendResult {
-        index: 0,
-        lease_id,
-        success: ext.renewed > 0,
-        error: ext.reason,
-        expires_at: expires.clone(),
-        new_expires_at: expires,
-        renewed: ext.renewed,
-    }))
+    let status = match ext.reason.as_deref() {
+        None => StatusCode::OK,
+        Some("Lease not found") => StatusCode::NOT_FOUND,
+        Some(_) => StatusCode::CONFLICT,
+    };
+    Ok((
+        status,
+        Json(LeaseExtendResult {
+            index: 0,
+            lease_id,
+            success: ext.renewed > 0,
+            error: ext.reason,
+            expires_at: expires.clone(),
+            new_expires_at: expires,
+            renewed: ext.renewed,
+        }),
+    ))
 }
