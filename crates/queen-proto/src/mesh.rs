@@ -112,16 +112,10 @@ pub struct RawFrame<'a> {
 /// Splits the next frame off `buf`. `Ok(None)`: more bytes are needed.
 /// The length is checked before anything is allocated.
 pub fn decode_raw(buf: &[u8]) -> Result<Option<(RawFrame<'_>, usize)>, FrameError> {
-    let Some(prefix) = buf.get(..LEN_BYTES) else {
+    let Some(total) = announced_len(buf)? else {
         return Ok(None);
     };
-    let mut len_bytes = [0u8; LEN_BYTES];
-    len_bytes.copy_from_slice(prefix);
-    let len = u32::from_be_bytes(len_bytes) as usize;
-    if len == 0 || len > MAX_FRAME_LEN {
-        return Err(FrameError::BadLength(len));
-    }
-    let Some(body) = buf.get(LEN_BYTES..LEN_BYTES + len) else {
+    let Some(body) = buf.get(LEN_BYTES..total) else {
         return Ok(None);
     };
     Ok(Some((
@@ -129,12 +123,12 @@ pub fn decode_raw(buf: &[u8]) -> Result<Option<(RawFrame<'_>, usize)>, FrameErro
             kind: body[0],
             payload: &body[1..],
         },
-        LEN_BYTES + len,
+        total,
     )))
 }
 
-/// The length a frame announces, once its prefix is there (for readers that
-/// size their buffer). Errors like [`decode_raw`] on a bad length.
+/// The full size (prefix included) of the frame at the start of `buf`, once
+/// its prefix is there; refuses a zero or oversized length.
 pub fn announced_len(buf: &[u8]) -> Result<Option<usize>, FrameError> {
     let Some(prefix) = buf.get(..LEN_BYTES) else {
         return Ok(None);

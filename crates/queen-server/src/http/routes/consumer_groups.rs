@@ -131,18 +131,7 @@ pub async fn delete(
     Path(group): Path<String>,
     Query(q): Query<Params>,
 ) -> Result<Json<Value>, ApiError> {
-    let delete_metadata = query_bool(&q, "deleteMetadata", true);
-    let deleted = app
-        .broker
-        .store
-        .delete_consumer_group(&group, None, delete_metadata)
-        .await?;
-    Ok(Json(json!({
-        "success": true,
-        "consumerGroup": group,
-        "deletedPartitions": deleted,
-        "metadataDeleted": delete_metadata,
-    })))
+    delete_cursors(&app, group, None, &q).await
 }
 
 /// `DELETE /api/v1/consumer-groups/:group/queues/:queue?deleteMetadata=true`.
@@ -151,19 +140,33 @@ pub async fn delete_for_queue(
     Path((group, queue)): Path<(String, String)>,
     Query(q): Query<Params>,
 ) -> Result<Json<Value>, ApiError> {
-    let delete_metadata = query_bool(&q, "deleteMetadata", true);
+    delete_cursors(&app, group, Some(queue), &q).await
+}
+
+/// Deletes a group's cursors (on one queue or all) and, unless
+/// `deleteMetadata=false`, its stored subscriptions.
+async fn delete_cursors(
+    app: &AppState,
+    group: String,
+    queue: Option<String>,
+    q: &Params,
+) -> Result<Json<Value>, ApiError> {
+    let delete_metadata = query_bool(q, "deleteMetadata", true);
     let deleted = app
         .broker
         .store
-        .delete_consumer_group(&group, Some(&queue), delete_metadata)
+        .delete_consumer_group(&group, queue.as_deref(), delete_metadata)
         .await?;
-    Ok(Json(json!({
+    let mut body = json!({
         "success": true,
         "consumerGroup": group,
-        "queueName": queue,
         "deletedPartitions": deleted,
         "metadataDeleted": delete_metadata,
-    })))
+    });
+    if let Some(queue) = queue {
+        body["queueName"] = json!(queue);
+    }
+    Ok(Json(body))
 }
 
 /// `POST /api/v1/consumer-groups/:group/subscription` `{"subscriptionTimestamp": ...}`.
