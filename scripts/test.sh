@@ -17,4 +17,7 @@ fi
 # three meshed brokers on loopback: the launcher asserts the mesh comes up
 BASE_PORT=26632 BASE_MESH_PORT=26642 bash scripts/ha-local.sh --check >/dev/null
 
+# fault injection: three brokers SIGKILLed, cut from PostgreSQL and from each other, then the delivery checker (docs/operations/fault-checking.md)
+cargo build -q -p queen-server && cargo run -q -p queen-chaos -- --duration 60s
+
 bash scripts/bench-smoke.sh

@@ -47,6 +47,8 @@ pub struct Cluster {
     spec: BrokerSpec,
     http: reqwest::Client,
     t0: Instant,
+    /// Broker to try first for the next maintenance switch.
+    next_admin: usize,
 }
 
 /// Time a (re)started broker has to open its HTTP port.
@@ -168,6 +170,7 @@ impl Cluster {
                 ("POP_WAIT_MAX_INTERVAL_MS".into(), "500".into()),
                 ("LOG_LEVEL".into(), spec.log_level.clone()),
                 ("RUST_BACKTRACE".into(), "1".into()),
+                ("NO_COLOR".into(), "1".into()),
             ];
             nodes.push(Node {
                 idx,
@@ -190,6 +193,7 @@ impl Cluster {
             spec,
             http,
             t0,
+            next_admin: 0,
         };
         for i in 0..BROKERS {
             cluster.nodes[i].spawn(&cluster.spec, t0)?;
@@ -322,12 +326,13 @@ impl Cluster {
         }
         let mut last = None;
         for _attempt in 0..3 {
+            let exits = self.nodes[i].unexpected_exits.len();
             self.nodes[i].spawn(&self.spec, self.t0)?;
             match self.wait_listening(i, LISTEN_LIMIT).await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     // a start refused (e.g. port in TIME_WAIT) is retried, not a finding
-                    self.nodes[i].unexpected_exits.pop();
+                    self.nodes[i].unexpected_exits.truncate(exits);
                     self.nodes[i].kill9().await;
                     last = Some(e);
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -337,7 +342,39 @@ impl Cluster {
         Err(last.unwrap_or_else(|| anyhow::anyhow!("restart of broker {i} failed")))
     }
 
-    /// Undoes every fault: links restored, dead brokers started.
+    /// Switches a maintenance mode through the first running broker that
+    /// accepts it (round robin over the brokers between calls).
+    pub async fn maintenance(&mut self, pop: bool, on: bool) -> Result<usize> {
+        let path = if pop {
+            "/api/v1/system/maintenance/pop"
+        } else {
+            "/api/v1/system/maintenance"
+        };
+        let mut last = String::new();
+        for k in 0..BROKERS {
+            let i = (self.next_admin + k) % BROKERS;
+            if !self.nodes[i].is_running() {
+                continue;
+            }
+            let r = self
+                .http
+                .post(format!("{}{path}", self.nodes[i].url))
+                .json(&serde_json::json!({ "enabled": on }))
+                .send()
+                .await;
+            match r {
+                Ok(resp) if resp.status().is_success() => {
+                    self.next_admin = i + 1;
+                    return Ok(i);
+                }
+                Ok(resp) => last = format!("broker {i} answered {}", resp.status()),
+                Err(e) => last = format!("broker {i}: {e}"),
+            }
+        }
+        bail!("no broker switched the maintenance mode ({last})")
+    }
+
+    /// Undoes every fault: links restored, dead brokers started, maintenance off.
     pub async fn heal(&mut self) -> Result<()> {
         self.restore_pg(Target::All);
         self.restore_mesh();
@@ -345,6 +382,15 @@ impl Cluster {
             self.nodes[i].poll_alive(self.t0);
             if !self.nodes[i].is_running() {
                 self.restart(i).await?;
+            }
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        for pop in [false, true] {
+            while let Err(e) = self.maintenance(pop, false).await {
+                if Instant::now() >= deadline {
+                    return Err(e.context("switching maintenance off after the traffic phase"));
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
         Ok(())

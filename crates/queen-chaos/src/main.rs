@@ -507,6 +507,10 @@ async fn apply(
     match action {
         Action::TamperSkip => tamper(admin, 1).await,
         Action::TamperRewind => tamper(admin, -2).await,
+        Action::Maintenance { pop, on } => match cluster.maintenance(pop, on).await {
+            Ok(i) => println!("  switched through broker {i}"),
+            Err(e) => println!("  {e:#}"),
+        },
         Action::TerminatePg => {
             let r = admin
                 .query(

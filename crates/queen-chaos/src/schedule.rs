@@ -14,6 +14,7 @@
 //! at 24s restore-mesh
 //! at 18s pause-consumer 0 0 # consumer 0 of group 0 holds its next batch past the lease
 //! at 20s terminate-pg       # pg_terminate_backend on every session of the database
+//! at 22s maintenance push on # every push goes to the spools until `maintenance push off`
 //! ```
 //!
 //! `tamper-skip` and `tamper-rewind` break the data behind the brokers' backs;
@@ -55,6 +56,13 @@ pub enum Action {
     /// Terminates every PostgreSQL session of the test database (as a
     /// PostgreSQL restart does: `57P01 admin_shutdown`, then the socket closes).
     TerminatePg,
+    /// Push (spool every push) or pop (answer every pop empty) maintenance
+    /// mode, switched through one broker; the others learn it by hint or by
+    /// their reconcile loop.
+    Maintenance {
+        pop: bool,
+        on: bool,
+    },
     /// Checker self-test: moves one group's cursor one message forward behind
     /// the brokers' backs, as a broker that skips a message would.
     TamperSkip,
@@ -132,6 +140,12 @@ impl fmt::Display for Action {
                 write!(f, "pause-consumer {group} {consumer}")
             }
             Action::TerminatePg => f.write_str("terminate-pg"),
+            Action::Maintenance { pop, on } => write!(
+                f,
+                "maintenance {} {}",
+                if *pop { "pop" } else { "push" },
+                if *on { "on" } else { "off" }
+            ),
             Action::TamperSkip => f.write_str("tamper-skip"),
             Action::TamperRewind => f.write_str("tamper-rewind"),
         }
@@ -175,6 +189,18 @@ fn parse_action(words: &[&str]) -> Result<Action> {
         ["cut-mesh"] => Action::CutMesh,
         ["restore-mesh"] => Action::RestoreMesh,
         ["terminate-pg"] => Action::TerminatePg,
+        ["maintenance", kind, state] => Action::Maintenance {
+            pop: match *kind {
+                "push" => false,
+                "pop" => true,
+                _ => bail!("maintenance is `push` or `pop`, not {kind:?}"),
+            },
+            on: match *state {
+                "on" => true,
+                "off" => false,
+                _ => bail!("maintenance is switched `on` or `off`, not {state:?}"),
+            },
+        },
         ["tamper-skip"] => Action::TamperSkip,
         ["tamper-rewind"] => Action::TamperRewind,
         ["pause-consumer", g, c] => Action::PauseConsumer {
@@ -237,13 +263,14 @@ impl Schedule {
         let count =
             |f: &dyn Fn(&Action) -> bool| self.steps.iter().filter(|s| f(&s.action)).count();
         format!(
-            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills, {} mesh cuts, {} consumer pauses",
+            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills, {} mesh cuts, {} maintenance switches, {} consumer pauses",
             self.steps.len(),
             count(&|a| matches!(a, Action::Kill(_))),
             count(&|a| matches!(a, Action::CutPg(Target::One(_)))),
             count(&|a| matches!(a, Action::CutPg(Target::All))),
             count(&|a| matches!(a, Action::TerminatePg)),
             count(&|a| matches!(a, Action::CutMesh)),
+            count(&|a| matches!(a, Action::Maintenance { on: true, .. })),
             count(&|a| matches!(a, Action::PauseConsumer { .. })),
         )
     }
@@ -259,9 +286,13 @@ at 10.8s kill 1             # SIGKILL mid-traffic, down for 3 s
 at 13.8s restart 1
 at 16.2s cut-mesh           # hints lost: long polls fall back to re-checks
 at 18s pause-consumer 0 0   # a consumer holds a batch past its 2 s lease
+at 19s maintenance push on  # every push spooled; the others learn it by reconcile (mesh cut)
+at 21.5s maintenance push off
 at 24s restore-mesh
 at 25.8s cut-pg all         # every broker spools at once
 at 30s restore-pg all
+at 30.6s maintenance pop on # every pop answers empty for a second
+at 31.4s maintenance pop off
 at 31.8s cut-pg 2           # spool on broker 2, then SIGKILL it with records on disk
 at 34.2s kill 2
 at 36.6s restart 2          # starts without PostgreSQL, replays once the link is back
@@ -337,7 +368,7 @@ pub fn random(duration: Duration, rng: &mut Rng, groups: usize, consumers: usize
                 back.max(restart)
             }
             // mesh cut with a broker killed under it
-            80..=89 => {
+            80..=87 => {
                 push(t, Action::CutMesh);
                 let kill = t + ms(rng.between(500, 2_000));
                 push(kill, Action::Kill(b));
@@ -345,6 +376,25 @@ pub fn random(duration: Duration, rng: &mut Rng, groups: usize, consumers: usize
                 push(restart, Action::Restart(b));
                 let back = restart + ms(rng.between(500, 3_000));
                 push(back, Action::RestoreMesh);
+                back
+            }
+            // push maintenance: every broker spools, then replays
+            88..=89 => {
+                push(
+                    t,
+                    Action::Maintenance {
+                        pop: false,
+                        on: true,
+                    },
+                );
+                let back = t + ms(rng.between(1_000, 5_000));
+                push(
+                    back,
+                    Action::Maintenance {
+                        pop: false,
+                        on: false,
+                    },
+                );
                 back
             }
             // PostgreSQL drops every session, as on a restart

@@ -351,6 +351,32 @@ pub struct ConsumerLog {
     pub extends: (u64, u64),
 }
 
+/// Batches one consumer may hold (paused, extended, slow) while it goes on
+/// popping; past this it waits for the oldest.
+const MAX_HELD: usize = 4;
+
+/// Everything needed to process one popped batch, owned so it can run in a
+/// task of its own while the consumer goes on.
+struct Batch {
+    group: usize,
+    consumer: usize,
+    messages: Vec<Delivery>,
+    handling: Handling,
+    drain: bool,
+    cfg: Arc<WorkloadConfig>,
+    urls: Arc<Vec<String>>,
+    ctl: Arc<Control>,
+    http: reqwest::Client,
+    rng: Rng,
+}
+
+/// What processing a batch recorded.
+#[derive(Debug, Default)]
+struct Processed {
+    acks: Vec<AckEvent>,
+    extends: (u64, u64),
+}
+
 /// One consumer of group `group`.
 pub async fn consumer(
     group: usize,
@@ -369,6 +395,9 @@ pub async fn consumer(
         }
     };
     let gname = &cfg.groups[group];
+    let mut held: std::collections::VecDeque<tokio::task::JoinHandle<Processed>> =
+        std::collections::VecDeque::new();
+    let mut forks = 0u64;
     while !ctl.stop_consumers.load(Ordering::Acquire) && !ctl.past_deadline() {
         let broker = rng.index(urls.len());
         let batch = rng.between(1, cfg.max_batch);
@@ -420,91 +449,150 @@ pub async fn consumer(
             messages: messages.clone(),
             handling,
         });
-        let mut extended_until = None;
-        match handling {
-            Handling::Abandoned => continue,
-            Handling::Paused => {
-                tokio::time::sleep(Duration::from_millis(cfg.lease_secs * 1000 + 1500)).await;
-            }
-            Handling::Extended => {
-                // extend on some broker to 3 leases, then hold past the original lease
-                let secs = cfg.lease_secs * 3;
-                let b = rng.index(urls.len());
-                let asked = ctl.micros();
-                log.extends.0 += 1;
-                if extend(&http, &urls[b], &messages[0].lease_id, secs).await {
-                    log.extends.1 += 1;
-                    extended_until = Some(asked + secs * 1_000_000);
-                    tokio::time::sleep(Duration::from_millis(cfg.lease_secs * 1000 + 500)).await;
-                }
-            }
-            Handling::Slow => {
-                let ms = (cfg.lease_secs * 1000).saturating_sub(300) + rng.below(600);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-            }
-            Handling::Acked => {}
+        if handling == Handling::Abandoned {
+            continue;
         }
-        // decide per message, in order per partition; the first failure in a
-        // partition ends its part of the batch (the rest is redelivered after
-        // it, as the official clients do)
-        let mut plan: Vec<(&Delivery, &'static str)> = Vec::new();
-        let mut stopped: HashSet<&str> = HashSet::new();
-        for m in &messages {
-            if stopped.contains(m.partition_id.as_str()) {
-                continue;
-            }
-            let fail = is_poison(gname, &m.partition, &m.txid)
-                || (!drain
-                    && is_flaky(gname, &m.partition, &m.txid)
-                    && ctl.first_flaky_failure(group, &m.partition, &m.txid));
-            plan.push((m, if fail { "failed" } else { "completed" }));
-            if fail {
-                stopped.insert(m.partition_id.as_str());
+        forks += 1;
+        let work = Batch {
+            group,
+            consumer: idx,
+            messages,
+            handling,
+            drain,
+            cfg: cfg.clone(),
+            urls: urls.clone(),
+            ctl: ctl.clone(),
+            http: http.clone(),
+            rng: rng.fork(forks),
+        };
+        if handling == Handling::Acked {
+            let done = process(work).await;
+            log.acks.extend(done.acks);
+            continue;
+        }
+        // a held batch runs on its own; the consumer goes on popping
+        if held.len() >= MAX_HELD {
+            if let Some(h) = held.pop_front() {
+                collect(&mut log, h).await;
             }
         }
-        let body = json!({"consumerGroup": gname, "acknowledgments": plan.iter().map(|(m, st)| json!({
-            "transactionId": m.txid, "partitionId": m.partition_id, "leaseId": m.lease_id,
-            "status": st, "error": if *st == "failed" { Value::from("chaos: failed on purpose") } else { Value::Null },
-        })).collect::<Vec<_>>()});
-        // one retry on another broker when the first ack gets no answer
-        let mut b = rng.index(urls.len());
-        for attempt in 0..2 {
-            let t_start = ctl.micros();
-            let outcome = send_ack(&http, &urls[b], &body, plan.len()).await;
-            let t_end = ctl.micros();
-            let answered = outcome.is_ok();
-            let outcomes = match outcome {
-                Ok(o) => o,
-                Err(e) => vec![AckOutcome::NoAnswer(e); plan.len()],
-            };
-            log.acks.push(AckEvent {
-                group,
-                attempt,
-                consumer: idx,
-                broker: b,
-                t_start,
-                t_end,
-                late: handling == Handling::Paused,
-                extended_until,
-                items: plan
-                    .iter()
-                    .zip(outcomes)
-                    .map(|((m, st), outcome)| AckItem {
-                        partition_id: m.partition_id.clone(),
-                        txid: m.txid.clone(),
-                        status: st,
-                        outcome,
-                    })
-                    .collect(),
-            });
-            if answered || attempt == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            b = (b + 1) % urls.len();
-        }
+        held.push_back(tokio::spawn(process(work)));
+    }
+    for h in held {
+        collect(&mut log, h).await;
     }
     log
+}
+
+async fn collect(log: &mut ConsumerLog, h: tokio::task::JoinHandle<Processed>) {
+    // a held batch sleeps at most a few seconds, then acks with timeouts
+    if let Ok(Ok(done)) = tokio::time::timeout(Duration::from_secs(60), h).await {
+        log.acks.extend(done.acks);
+        log.extends.0 += done.extends.0;
+        log.extends.1 += done.extends.1;
+    }
+}
+
+/// Holds the batch as its handling says, decides per message, and acks.
+async fn process(b: Batch) -> Processed {
+    let Batch {
+        group,
+        consumer,
+        messages,
+        handling,
+        drain,
+        cfg,
+        urls,
+        ctl,
+        http,
+        mut rng,
+    } = b;
+    let mut out = Processed::default();
+    let gname = &cfg.groups[group];
+    let mut extended_until = None;
+    match handling {
+        Handling::Abandoned => return out,
+        Handling::Paused => {
+            tokio::time::sleep(Duration::from_millis(cfg.lease_secs * 1000 + 1500)).await;
+        }
+        Handling::Extended => {
+            // extend on some broker to 3 leases, then hold past the original lease
+            let secs = cfg.lease_secs * 3;
+            let b = rng.index(urls.len());
+            let asked = ctl.micros();
+            out.extends.0 += 1;
+            if extend(&http, &urls[b], &messages[0].lease_id, secs).await {
+                out.extends.1 += 1;
+                extended_until = Some(asked + secs * 1_000_000);
+                tokio::time::sleep(Duration::from_millis(cfg.lease_secs * 1000 + 500)).await;
+            }
+        }
+        Handling::Slow => {
+            let ms = (cfg.lease_secs * 1000).saturating_sub(300) + rng.below(600);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        Handling::Acked => {}
+    }
+    // decide per message, in order per partition; the first failure in a
+    // partition ends its part of the batch (the rest is redelivered after
+    // it, as the official clients do)
+    let mut plan: Vec<(&Delivery, &'static str)> = Vec::new();
+    let mut stopped: HashSet<&str> = HashSet::new();
+    for m in &messages {
+        if stopped.contains(m.partition_id.as_str()) {
+            continue;
+        }
+        let fail = is_poison(gname, &m.partition, &m.txid)
+            || (!drain
+                && is_flaky(gname, &m.partition, &m.txid)
+                && ctl.first_flaky_failure(group, &m.partition, &m.txid));
+        plan.push((m, if fail { "failed" } else { "completed" }));
+        if fail {
+            stopped.insert(m.partition_id.as_str());
+        }
+    }
+    let body = json!({"consumerGroup": gname, "acknowledgments": plan.iter().map(|(m, st)| json!({
+        "transactionId": m.txid, "partitionId": m.partition_id, "leaseId": m.lease_id,
+        "status": st, "error": if *st == "failed" { Value::from("chaos: failed on purpose") } else { Value::Null },
+    })).collect::<Vec<_>>()});
+    // one retry on another broker when the first ack gets no answer
+    let mut b = rng.index(urls.len());
+    for attempt in 0..2 {
+        let t_start = ctl.micros();
+        let outcome = send_ack(&http, &urls[b], &body, plan.len()).await;
+        let t_end = ctl.micros();
+        let answered = outcome.is_ok();
+        let outcomes = match outcome {
+            Ok(o) => o,
+            Err(e) => vec![AckOutcome::NoAnswer(e); plan.len()],
+        };
+        out.acks.push(AckEvent {
+            group,
+            attempt,
+            consumer,
+            broker: b,
+            t_start,
+            t_end,
+            late: handling == Handling::Paused,
+            extended_until,
+            items: plan
+                .iter()
+                .zip(outcomes)
+                .map(|((m, st), outcome)| AckItem {
+                    partition_id: m.partition_id.clone(),
+                    txid: m.txid.clone(),
+                    status: st,
+                    outcome,
+                })
+                .collect(),
+        });
+        if answered || attempt == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        b = (b + 1) % urls.len();
+    }
+    out
 }
 
 async fn pop(http: &reqwest::Client, url: &str) -> Result<Vec<Delivery>, String> {
