@@ -10,7 +10,9 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-use queen_testkit::{free_port, FaultProxy, TestDb};
+use queen_testkit::{free_port, FaultProxy};
+
+use crate::pgserver::DbTarget;
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
 
@@ -120,7 +122,7 @@ impl Node {
 impl Cluster {
     /// Starts the proxies and the three brokers against `db`, and waits until
     /// every broker is healthy and sees both peers on the mesh.
-    pub async fn start(spec: BrokerSpec, db: &TestDb, t0: Instant) -> Result<Self> {
+    pub async fn start(spec: BrokerSpec, db: &DbTarget, t0: Instant) -> Result<Self> {
         let pg_ip: IpAddr = db
             .host
             .parse()

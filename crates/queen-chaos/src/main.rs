@@ -10,6 +10,7 @@ mod check;
 mod cluster;
 mod dbstate;
 mod journal;
+mod pgserver;
 mod rng;
 mod schedule;
 mod workload;
@@ -30,6 +31,7 @@ use tokio::time::Instant;
 use crate::check::{Extra, SpoolState};
 use crate::cluster::{BrokerSpec, Cluster};
 use crate::journal::Journal;
+use crate::pgserver::{DbTarget, PrivatePg};
 use crate::rng::Rng;
 use crate::schedule::{Action, Schedule, BROKERS};
 use crate::workload::{ConsumerLog, Control, WorkloadConfig};
@@ -91,6 +93,10 @@ struct Cli {
     /// Keep the work directory and the database even when the run passes.
     #[arg(long)]
     keep: bool,
+    /// Run a private PostgreSQL server in the work directory (initdb; as user
+    /// `postgres` when run as root), so schedules can restart it (`restart-pg`).
+    #[arg(long)]
+    private_pg: bool,
 }
 
 /// Lease of the test queue in seconds: short, so expiries happen often.
@@ -99,6 +105,8 @@ const LEASE_SECS: u64 = 2;
 const RETRY_LIMIT: u32 = 2;
 /// Most messages per pop.
 const MAX_BATCH: u64 = 10;
+/// Longest one fault step may take (a restart waits for the broker to listen).
+const STEP_LIMIT: Duration = Duration::from_secs(45);
 /// The drain gives up when no cursor moved and no spool shrank for this long.
 const DRAIN_STALL: Duration = Duration::from_secs(60);
 
@@ -167,7 +175,13 @@ async fn run(cli: Cli) -> Result<bool> {
         )
         .with_context(|| format!("schedule {}", path.display()))?,
         None if duration <= Duration::from_secs(120) && !cli.random => schedule::short(duration)?,
-        None => schedule::random(duration, &mut rng.fork(1), cli.groups, cli.consumers),
+        None => schedule::random(
+            duration,
+            &mut rng.fork(1),
+            cli.groups,
+            cli.consumers,
+            cli.private_pg,
+        ),
     };
     let bin = match cli.broker_bin.clone() {
         Some(b) => b,
@@ -196,7 +210,35 @@ async fn run(cli: Cli) -> Result<bool> {
     );
     println!("queen-chaos: work directory {}", work_dir.display());
 
-    let db = TestDb::new().await.context("create the test database")?;
+    if !cli.private_pg
+        && plan
+            .steps
+            .iter()
+            .any(|s| s.action == schedule::Action::RestartPg)
+    {
+        bail!("the schedule restarts PostgreSQL: that needs --private-pg");
+    }
+    let (test_db, private, db) = if cli.private_pg {
+        let pg = PrivatePg::start(&work_dir)
+            .await
+            .context("start a private PostgreSQL")?;
+        let target = pg.create_db("queen_chaos").await?;
+        println!(
+            "queen-chaos: private PostgreSQL on port {} ({})",
+            pg.port,
+            pg.data.display()
+        );
+        (None, Some(pg), target)
+    } else {
+        let t = TestDb::new().await.context("create the test database")?;
+        let target = DbTarget {
+            host: t.host.clone(),
+            port: t.port,
+            user: t.user.clone(),
+            name: t.name.clone(),
+        };
+        (Some(t), None, target)
+    };
     println!("queen-chaos: database {}", db.name);
     let outcome = run_on(
         &cli,
@@ -206,10 +248,13 @@ async fn run(cli: Cli) -> Result<bool> {
         &bin,
         &work_dir,
         &db,
+        private.as_ref(),
         drain_timeout,
         t0,
     )
     .await;
+    // the private server lives in the work directory: stop it first
+    drop(private);
     let clean = match outcome {
         Ok(clean) => clean,
         Err(e) => {
@@ -229,8 +274,10 @@ async fn run(cli: Cli) -> Result<bool> {
         );
     }
     if cli.keep {
-        println!("queen-chaos: database {} kept", db.name);
-        std::mem::forget(db);
+        if let Some(t) = test_db {
+            println!("queen-chaos: database {} kept", db.name);
+            std::mem::forget(t);
+        }
     }
     println!(
         "queen-chaos: {} in {:.1}s",
@@ -251,7 +298,8 @@ async fn run_on(
     plan: &Schedule,
     bin: &std::path::Path,
     work_dir: &std::path::Path,
-    db: &TestDb,
+    db: &DbTarget,
+    pg: Option<&PrivatePg>,
     drain_timeout: Duration,
     t0: Instant,
 ) -> Result<bool> {
@@ -273,6 +321,7 @@ async fn run_on(
         plan,
         &mut cluster,
         db,
+        pg,
         drain_timeout,
         t0,
     )
@@ -306,7 +355,8 @@ async fn drive(
     rng: &mut Rng,
     plan: &Schedule,
     cluster: &mut Cluster,
-    db: &TestDb,
+    db: &DbTarget,
+    pg: Option<&PrivatePg>,
     drain_timeout: Duration,
     t0: Instant,
 ) -> Result<(check::Report, String)> {
@@ -375,7 +425,10 @@ async fn drive(
             }
         }
         println!("[{:>7.2}s] {}", t0.elapsed().as_secs_f64(), step.action);
-        apply(cluster, &ctl, &admin, &db.name, step.action).await;
+        let step_run = apply(cluster, &ctl, &admin, &db.name, pg, step.action);
+        if tokio::time::timeout(STEP_LIMIT, step_run).await.is_err() {
+            println!("  step abandoned after {STEP_LIMIT:?}");
+        }
         cluster.poll();
     }
     while Instant::now() < traffic_end {
@@ -502,9 +555,17 @@ async fn apply(
     ctl: &Control,
     admin: &tokio_postgres::Client,
     db_name: &str,
+    pg: Option<&PrivatePg>,
     action: Action,
 ) {
     match action {
+        Action::RestartPg => match pg {
+            Some(pg) => match pg.restart().await {
+                Ok(()) => println!("  PostgreSQL crashed and back"),
+                Err(e) => println!("  restart-pg failed: {e:#}"),
+            },
+            None => println!("  restart-pg needs --private-pg; skipped"),
+        },
         Action::TamperSkip => tamper(admin, 1).await,
         Action::TamperRewind => tamper(admin, -2).await,
         Action::Maintenance { pop, on } => match cluster.maintenance(pop, on).await {

@@ -15,6 +15,7 @@
 //! at 18s pause-consumer 0 0 # consumer 0 of group 0 holds its next batch past the lease
 //! at 20s terminate-pg       # pg_terminate_backend on every session of the database
 //! at 22s maintenance push on # every push goes to the spools until `maintenance push off`
+//! at 25s restart-pg         # crash and restart the private PostgreSQL (--private-pg)
 //! ```
 //!
 //! `tamper-skip` and `tamper-rewind` break the data behind the brokers' backs;
@@ -56,6 +57,9 @@ pub enum Action {
     /// Terminates every PostgreSQL session of the test database (as a
     /// PostgreSQL restart does: `57P01 admin_shutdown`, then the socket closes).
     TerminatePg,
+    /// Crashes the private PostgreSQL server (immediate shutdown) and starts
+    /// it again (`--private-pg` only).
+    RestartPg,
     /// Push (spool every push) or pop (answer every pop empty) maintenance
     /// mode, switched through one broker; the others learn it by hint or by
     /// their reconcile loop.
@@ -140,6 +144,7 @@ impl fmt::Display for Action {
                 write!(f, "pause-consumer {group} {consumer}")
             }
             Action::TerminatePg => f.write_str("terminate-pg"),
+            Action::RestartPg => f.write_str("restart-pg"),
             Action::Maintenance { pop, on } => write!(
                 f,
                 "maintenance {} {}",
@@ -189,6 +194,7 @@ fn parse_action(words: &[&str]) -> Result<Action> {
         ["cut-mesh"] => Action::CutMesh,
         ["restore-mesh"] => Action::RestoreMesh,
         ["terminate-pg"] => Action::TerminatePg,
+        ["restart-pg"] => Action::RestartPg,
         ["maintenance", kind, state] => Action::Maintenance {
             pop: match *kind {
                 "push" => false,
@@ -263,12 +269,12 @@ impl Schedule {
         let count =
             |f: &dyn Fn(&Action) -> bool| self.steps.iter().filter(|s| f(&s.action)).count();
         format!(
-            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills, {} mesh cuts, {} maintenance switches, {} consumer pauses",
+            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills or restarts, {} mesh cuts, {} maintenance switches, {} consumer pauses",
             self.steps.len(),
             count(&|a| matches!(a, Action::Kill(_))),
             count(&|a| matches!(a, Action::CutPg(Target::One(_)))),
             count(&|a| matches!(a, Action::CutPg(Target::All))),
-            count(&|a| matches!(a, Action::TerminatePg)),
+            count(&|a| matches!(a, Action::TerminatePg | Action::RestartPg)),
             count(&|a| matches!(a, Action::CutMesh)),
             count(&|a| matches!(a, Action::Maintenance { on: true, .. })),
             count(&|a| matches!(a, Action::PauseConsumer { .. })),
@@ -318,7 +324,13 @@ pub fn short(duration: Duration) -> Result<Schedule> {
 
 /// A random plan for long runs: fault episodes one after another with quiet
 /// gaps, plus consumer pauses at random moments, all inside 92 % of `duration`.
-pub fn random(duration: Duration, rng: &mut Rng, groups: usize, consumers: usize) -> Schedule {
+pub fn random(
+    duration: Duration,
+    rng: &mut Rng,
+    groups: usize,
+    consumers: usize,
+    private_pg: bool,
+) -> Schedule {
     let end = duration.mul_f64(0.92);
     let ms = Duration::from_millis;
     let mut steps = Vec::new();
@@ -397,10 +409,16 @@ pub fn random(duration: Duration, rng: &mut Rng, groups: usize, consumers: usize
                 );
                 back
             }
-            // PostgreSQL drops every session, as on a restart
+            // PostgreSQL drops every session, as on a restart; with a private
+            // server, half the time it really crashes and restarts
             90..=92 => {
-                push(t, Action::TerminatePg);
-                t + ms(500)
+                if private_pg && rng.chance(0.5) {
+                    push(t, Action::RestartPg);
+                    t + ms(3_000)
+                } else {
+                    push(t, Action::TerminatePg);
+                    t + ms(500)
+                }
             }
             // a flapping link: short cuts in quick succession
             93..=95 => {
@@ -486,7 +504,7 @@ mod tests {
     #[test]
     fn random_plan_stays_inside_and_round_trips() {
         let d = Duration::from_secs(600);
-        let s = random(d, &mut Rng::new(3), 2, 3);
+        let s = random(d, &mut Rng::new(3), 2, 3, true);
         assert!(s.steps.iter().all(|st| st.at <= d));
         assert!(s.steps.windows(2).all(|w| w[0].at <= w[1].at));
         assert_eq!(Schedule::parse(&s.to_string()).unwrap(), s);
