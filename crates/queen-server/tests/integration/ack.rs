@@ -306,3 +306,80 @@ async fn a_failed_ack_in_a_batch_redelivers_from_the_failed_message() {
     let again = pop_ok(&b, &pop_path(&queue, None, "batch=10")).await;
     assert_eq!(txn_ids(&again), vec!["m-1", "m-2"]);
 }
+
+/// Batches of `completed` acks on one partition take a fast path in
+/// `queen.ack_batch` (one cursor update); its outcomes must equal one-by-one acks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_completed_acks_match_one_by_one_semantics() {
+    let (db, b) = setup().await;
+    let q = unique("fast");
+    push_numbered(&b, &q, "p", "m", 5).await;
+    let body = pop_ok(&b, &pop_path(&q, None, "batch=5")).await;
+    let msgs = messages(&body);
+    let batch = |idx: &[usize], lease: Option<&str>| {
+        let items: Vec<Value> = idx
+            .iter()
+            .map(|&i| {
+                let mut a = ack_item(&msgs[i], "completed", None);
+                if let Some(l) = lease {
+                    a["leaseId"] = json!(l);
+                }
+                a
+            })
+            .collect();
+        json!({ "consumerGroup": null, "acknowledgments": items })
+    };
+    let lease = body["leaseId"].as_str().unwrap().to_owned();
+
+    // out of order, inside the lease: all succeed, the lease stays (2 more to go)
+    let (_, r) = b.post("/api/v1/ack/batch", &batch(&[2, 0, 1], None)).await;
+    let r = r.as_array().unwrap();
+    assert!(
+        r.iter()
+            .all(|x| x["success"] == true && x["leaseReleased"] == false),
+        "{r:?}"
+    );
+    let client = db.client().await.unwrap();
+    let pid = partition_id(&client, &q, "p").await;
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((3, true))
+    );
+
+    // the rest: the highest offset releases the lease, on its own item only
+    let (_, r) = b.post("/api/v1/ack/batch", &batch(&[4, 3], None)).await;
+    assert_eq!(r[0]["leaseReleased"], true, "{r}");
+    assert_eq!(r[1]["leaseReleased"], false, "{r}");
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((5, false))
+    );
+
+    // repeated with the (released) lease: idempotent successes
+    let (_, r) = b
+        .post("/api/v1/ack/batch", &batch(&[3, 4], Some(&lease)))
+        .await;
+    assert!(
+        r.as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["success"] == true && x["leaseReleased"] == false),
+        "{r}"
+    );
+    // with a lease that was never ours: refused, nothing moves
+    let other = uuid::Uuid::now_v7().to_string();
+    let (_, r) = b
+        .post("/api/v1/ack/batch", &batch(&[3, 4], Some(&other)))
+        .await;
+    assert!(
+        r.as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["error"] == "Invalid or expired lease"),
+        "{r}"
+    );
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((5, false))
+    );
+}
