@@ -1,7 +1,10 @@
 //! Integration tests of the broker core: one binary, one module per area.
 //! Every test has its own database and broker (`queen-testkit`).
 
-#![expect(clippy::unwrap_used, reason = "a test fails loudly on any unexpected error")]
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test fails loudly on any unexpected error"
+)]
 
 mod ack;
 mod admin;
