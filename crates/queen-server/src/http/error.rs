@@ -41,7 +41,9 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::Unavailable(_) | StoreError::NotReady => {
-                tracing::warn!(error = %e, "request failed: database unavailable");
+                // the outage itself is logged once (spool outage detector, start-up);
+                // one line per refused request would flood the log
+                tracing::debug!(error = %e, "request failed: database unavailable");
                 Self {
                     status: StatusCode::SERVICE_UNAVAILABLE,
                     message: "Database unavailable".into(),

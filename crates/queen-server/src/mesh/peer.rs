@@ -18,6 +18,8 @@ use crate::config::MeshAuth;
 const BACKOFF_START: Duration = Duration::from_millis(250);
 /// Reconnect delay ceiling (spec: high-availability §3).
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// How long a connection must hold before the peer counts as back.
+const STABLE_CONNECTION: Duration = Duration::from_secs(2);
 /// Longest a connect attempt may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -77,16 +79,22 @@ pub(super) async fn run(
                         peer.stats.reconnects.fetch_add(1, Ordering::Relaxed);
                     }
                     ever_connected = true;
-                    backoff = BACKOFF_START;
-                    if warned_down {
-                        tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
-                        warned_down = false;
-                    }
+                    let connected_at = tokio::time::Instant::now();
                     let err =
                         pump(&mut stream, &mut rx, &peer, &mesh, signer.as_mut(), &cancel).await;
                     peer.stats.connected.store(false, Ordering::Relaxed);
                     if cancel.is_cancelled() {
                         return;
+                    }
+                    // only a connection that held counts as the peer being back: one
+                    // that a proxy or a dying peer closes at once keeps the backoff
+                    // growing and the "unreachable" warning standing
+                    if connected_at.elapsed() >= STABLE_CONNECTION {
+                        backoff = BACKOFF_START;
+                        if warned_down {
+                            tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
+                            warned_down = false;
+                        }
                     }
                     if let Some(e) = err {
                         record_error(&peer, &e);

@@ -366,10 +366,36 @@ async fn batched_completed_acks_match_one_by_one_semantics() {
             .all(|x| x["success"] == true && x["leaseReleased"] == false),
         "{r}"
     );
-    // with a lease that was never ours: refused, nothing moves
+    // already committed: a success even under a lease that is not ours (a
+    // retried ack whose first answer was lost)
     let other = uuid::Uuid::now_v7().to_string();
     let (_, r) = b
         .post("/api/v1/ack/batch", &batch(&[3, 4], Some(&other)))
+        .await;
+    assert!(
+        r.as_array().unwrap().iter().all(|x| x["success"] == true),
+        "{r}"
+    );
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((5, false))
+    );
+    // not committed yet, under a foreign lease: refused, nothing moves
+    push_numbered(&b, &q, "p", "n", 2).await;
+    let body = pop_ok(&b, &pop_path(&q, None, "batch=2")).await;
+    let items: Vec<Value> = messages(&body)
+        .iter()
+        .map(|m| {
+            let mut a = ack_item(m, "completed", None);
+            a["leaseId"] = json!(other);
+            a
+        })
+        .collect();
+    let (_, r) = b
+        .post(
+            "/api/v1/ack/batch",
+            &json!({ "consumerGroup": null, "acknowledgments": items }),
+        )
         .await;
     assert!(
         r.as_array()
@@ -380,6 +406,6 @@ async fn batched_completed_acks_match_one_by_one_semantics() {
     );
     assert_eq!(
         cursor(&client, pid, "__QUEUE_MODE__").await,
-        Some((5, false))
+        Some((5, true))
     );
 }

@@ -80,7 +80,7 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
     match app.broker.pop(&req).await? {
         PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
         PopOutcome::Failed(e) => {
-            tracing::warn!(error = %e, "pop failed");
+            tracing::debug!(error = %e, "pop failed");
             Ok(Json(json!({"success": false, "error": "Database unavailable"})).into_response())
         }
         PopOutcome::Messages {
