@@ -1,35 +1,27 @@
 #!/usr/bin/env bash
-# Checks that the load generator works end to end: a tiny push/pop run against
-# a broker on a fresh database. Prints numbers but asserts only completion.
+# Checks that the load generator works end to end: every scenario of
+# `queen-bench suite` (plain-SQL baselines, push, pop+ack, end-to-end, fan-out,
+# long-poll wake on one broker and through a two-broker mesh) at a tiny size,
+# each on a broker the tool starts on a fresh database. Prints numbers but
+# asserts only that every scenario completed: no wall-clock assertions.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PGHOST=${PGHOST:-127.0.0.1}
 PGUSER=${PGUSER:-postgres}
-db="queen_bench_smoke_$$"
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-log=$(mktemp)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
 
 cargo build -q -p queen-server -p queen-bench
-psql -h "$PGHOST" -U "$PGUSER" -qc "CREATE DATABASE $db" postgres
 
-broker_pid=""
-cleanup() {
-  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null
-  psql -h "$PGHOST" -U "$PGUSER" -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" postgres || true
-  rm -f "$log"
-}
-trap cleanup EXIT
-
-PORT=$port HOST=127.0.0.1 PG_HOST=$PGHOST PG_USER=$PGUSER PG_DB=$db DB_POOL_SIZE=10 LOG_LEVEL=warn \
-  target/debug/queen-server serve >"$log" 2>&1 &
-broker_pid=$!
-for _ in $(seq 1 100); do
-  curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
-  sleep 0.1
-done
-curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$log"; echo "bench smoke: broker did not start"; exit 1; }
-
-target/debug/queen-bench push-pop --url "http://127.0.0.1:$port" --messages 2000 --batch 100 \
-  --producers 4 --consumers 4 --partitions 8 --payload-bytes 256 --seconds 60
+target/debug/queen-bench suite --broker-bin target/debug/queen-server --pool-size 8 \
+  --pg-host "$PGHOST" --pg-user "$PGUSER" \
+  --sql-cases rows/b100/c4/p8/m2000,commit/c8/p8/m400,segment/b100/c4/p8/m2000 \
+  --push-cases b100/n4/p8/m2000,b1/n8/p8/m200 \
+  --pop-ack-cases b100/c4/p8/m2000 \
+  --e2e-cases b100/n4/c4/p8/rmax/m3000,b100/n4/c4/p8/r50%/m1000 \
+  --fanout-cases b100/n4/g2/c2/p8/m2000 \
+  --wake-samples 10 --seconds 30 --drain-seconds 30 --pg-settle-ms 1500 \
+  --out-dir "$out"
+test -s "$out/latest.json"
 echo "bench smoke: ok"

@@ -52,6 +52,8 @@ pub struct PopParams {
     pub partitions: u32,
     /// `Some(timeout_ms)` long-polls (`wait=true&timeout=..`), `None` sends `wait=false`.
     pub wait_ms: Option<u64>,
+    /// `consumerGroup` query parameter; `None` is queue mode.
+    pub consumer_group: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -226,6 +228,9 @@ impl Api {
                     .append_pair("timeout", &ms.to_string()),
                 None => query.append_pair("wait", "false"),
             };
+            if let Some(group) = &params.consumer_group {
+                query.append_pair("consumerGroup", group);
+            }
         }
         let resp = self
             .http
@@ -253,12 +258,21 @@ impl Api {
     }
 
     pub async fn ack_batch(&self, acks: &[AckItem<'_>]) -> Result<AckOutcome> {
+        self.ack_batch_group(None, acks).await
+    }
+
+    /// `ack/batch` for one consumer group (`None`: queue mode).
+    pub async fn ack_batch_group(
+        &self,
+        consumer_group: Option<&str>,
+        acks: &[AckItem<'_>],
+    ) -> Result<AckOutcome> {
         const WHAT: &str = "POST /api/v1/ack/batch";
         let resp = self
             .http
             .post(self.url(&["api", "v1", "ack", "batch"])?)
             .json(&AckBatchRequest {
-                consumer_group: None,
+                consumer_group,
                 acknowledgments: acks,
             })
             .send()
@@ -299,6 +313,41 @@ impl Api {
                 Ok(outcome)
             }
         }
+    }
+
+    /// Push with a body the caller serialized (`{"items":[...]}` of `items`
+    /// items). Returns how many were `queued`; anything else is an error.
+    pub async fn push_raw(&self, body: String, items: usize) -> Result<u64> {
+        const WHAT: &str = "POST /api/v1/push";
+        let resp = self
+            .http
+            .post(self.url(&["api", "v1", "push"])?)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body)
+            .send()
+            .await
+            .with_context(|| format!("{WHAT}: request failed"))?;
+        let resp = ensure_success(resp, WHAT).await?;
+        let body = resp
+            .bytes()
+            .await
+            .with_context(|| format!("{WHAT}: reading response"))?;
+        let results: Vec<PushResultItem> = serde_json::from_slice(&body)
+            .with_context(|| format!("{WHAT}: unexpected response {}", snippet(&body)))?;
+        if results.len() != items {
+            bail!("{WHAT}: sent {items} items, got {} results", results.len());
+        }
+        let mut queued = 0;
+        for r in results {
+            match r.status.as_str() {
+                "queued" => queued += 1,
+                other => bail!(
+                    "{WHAT}: item status {other:?}: {}",
+                    r.error.as_deref().unwrap_or("")
+                ),
+            }
+        }
+        Ok(queued)
     }
 
     pub async fn delete_queue(&self, queue: &str) -> Result<()> {

@@ -351,6 +351,7 @@ async fn drain_phase(
             batch: cfg.batch,
             partitions: cfg.pop_partitions,
             wait_ms: cfg.wait.then_some(cfg.poll_timeout_ms),
+            consumer_group: None,
         },
         seen: Mutex::new(HashSet::with_capacity(expected.len())),
         expected,

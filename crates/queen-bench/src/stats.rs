@@ -23,6 +23,10 @@ impl Latencies {
         self.micros.extend(other.micros);
     }
 
+    pub fn record_micros(&mut self, micros: u64) {
+        self.micros.push(micros);
+    }
+
     pub fn len(&self) -> usize {
         self.micros.len()
     }
@@ -35,17 +39,20 @@ impl Latencies {
             count: self.micros.len(),
             p50_ms: ms(50.0),
             p99_ms: ms(99.0),
+            p999_ms: ms(99.9),
             max_ms: ms(100.0),
         }
     }
 }
 
 /// Percentiles of one recorder, in milliseconds (`None` when nothing was recorded).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct LatencySummary {
     pub count: usize,
     pub p50_ms: Option<f64>,
     pub p99_ms: Option<f64>,
+    pub p999_ms: Option<f64>,
     pub max_ms: Option<f64>,
 }
 

@@ -1,0 +1,728 @@
+//! The load engine shared by the broker scenarios: producers pushing numbered
+//! messages, consumer groups popping and acking them, and per-message
+//! end-to-end latency (push answered → consumer received).
+//!
+//! A message's number (`seq`) travels in its transactionId, which is shaped
+//! like a UUID so the broker's dedup index sees realistic keys:
+//! `<8 hex run prefix>-0000-7000-8000-<12 hex seq>`.
+//!
+//! Bounded twice: producers stop after `messages` or `seconds`, consumers when
+//! every group received everything pushed or at their own deadline.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use anyhow::{anyhow, Result};
+use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::{Instant, MissedTickBehavior};
+
+use crate::api::{AckItem, Api, PopParams};
+use crate::stats::{Latencies, LatencySummary};
+
+/// Identity and push times of the messages of one run.
+pub struct RunState {
+    pub prefix: String,
+    pub queue: String,
+    pub t0: Instant,
+    /// Nanoseconds since `t0` (+1) when the push of message `seq` was answered; 0 = not yet.
+    answered: Vec<AtomicU64>,
+}
+
+impl RunState {
+    pub fn new(queue: String, capacity: u64) -> Arc<Self> {
+        let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+        Arc::new(Self {
+            prefix,
+            queue,
+            t0: Instant::now(),
+            answered: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
+        })
+    }
+
+    pub fn capacity(&self) -> u64 {
+        self.answered.len() as u64
+    }
+
+    fn ns_since_t0(&self, at: Instant) -> u64 {
+        u64::try_from(at.duration_since(self.t0).as_nanos()).unwrap_or(u64::MAX - 1) + 1
+    }
+}
+
+pub fn txid(prefix: &str, seq: u64) -> String {
+    format!("{prefix}-0000-7000-8000-{seq:012x}")
+}
+
+pub fn parse_seq(prefix: &str, txid: &str) -> Option<u64> {
+    let rest = txid
+        .strip_prefix(prefix)?
+        .strip_prefix("-0000-7000-8000-")?;
+    if rest.len() != 12 {
+        return None;
+    }
+    u64::from_str_radix(rest, 16).ok()
+}
+
+/// A JSON payload of exactly `bytes` bytes (at least 10): `{"pad":"…"}`,
+/// the pad being pseudo-random characters that differ for every `seq`.
+///
+/// Random rather than repeated: PostgreSQL compresses (pglz) values it
+/// TOASTs, and a segment of identical or `xxxx` payloads would shrink to
+/// almost nothing, flattering any design that packs messages into rows.
+pub fn payload_for(bytes: usize, seq: u64, salt: u64) -> String {
+    let mut out = String::with_capacity(bytes.max(10));
+    push_payload(&mut out, bytes, seq, salt);
+    out
+}
+
+/// Appends [`payload_for`] to `out`.
+pub fn push_payload(out: &mut String, bytes: usize, seq: u64, salt: u64) {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let pad = bytes.saturating_sub(10);
+    out.push_str("{\"pad\":\"");
+    let mut state = seq ^ salt.rotate_left(17);
+    let mut left = pad;
+    while left > 0 {
+        let mut r = splitmix64(&mut state);
+        for _ in 0..left.min(10) {
+            out.push(char::from(ALPHABET[(r & 63) as usize]));
+            r >>= 6;
+        }
+        left = left.saturating_sub(10);
+    }
+    out.push_str("\"}");
+}
+
+fn splitmix64(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A per-run salt for [`payload_for`], derived from the run prefix.
+pub fn salt(prefix: &str) -> u64 {
+    u64::from_str_radix(prefix, 16).unwrap_or(0x5eed)
+}
+
+/// The push body for messages `first..last` of a run, all to one partition.
+pub fn push_body(
+    run: &RunState,
+    partition: &str,
+    first: u64,
+    last: u64,
+    payload_bytes: usize,
+) -> String {
+    let n = (last - first) as usize;
+    let mut body = String::with_capacity(16 + n * (payload_bytes + run.queue.len() + 100));
+    let salt = salt(&run.prefix);
+    body.push_str("{\"items\":[");
+    for seq in first..last {
+        if seq > first {
+            body.push(',');
+        }
+        body.push_str("{\"queue\":\"");
+        body.push_str(&run.queue);
+        body.push_str("\",\"partition\":\"");
+        body.push_str(partition);
+        body.push_str("\",\"transactionId\":\"");
+        body.push_str(&txid(&run.prefix, seq));
+        body.push_str("\",\"payload\":");
+        push_payload(&mut body, payload_bytes, seq, salt);
+        body.push('}');
+    }
+    body.push_str("]}");
+    body
+}
+
+pub fn partition_name(index: u64) -> String {
+    format!("p{index}")
+}
+
+#[derive(Debug, Clone)]
+pub struct ProduceSpec {
+    pub messages: u64,
+    pub seconds: f64,
+    pub producers: u32,
+    pub batch: u32,
+    pub partitions: u32,
+    pub payload_bytes: usize,
+    /// Offered rate in msg/s (batches start on a fixed schedule); `None` = flat out.
+    pub rate: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ConsumeSpec {
+    /// One entry per consumer group; `None` is queue mode.
+    pub groups: Vec<Option<String>>,
+    pub consumers_per_group: u32,
+    pub batch: u32,
+    pub pop_partitions: u32,
+    /// Long-poll budget of each pop.
+    pub wait_ms: u64,
+    /// Consumers give up this long after the start of the run.
+    pub seconds: f64,
+    /// Without producers: how many messages (`0..prefilled`) are waiting.
+    pub prefilled: u64,
+}
+
+/// One second of a run.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SeriesPoint {
+    /// End of the interval, seconds since the start of the run.
+    pub t: f64,
+    pub pushed_per_s: f64,
+    pub received_per_s: f64,
+    pub e2e_p50_ms: Option<f64>,
+    pub e2e_p99_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct LoadOutcome {
+    pub pushed: u64,
+    pub push_requests: u64,
+    /// From the start to the last push answered.
+    pub push_seconds: f64,
+    pub push_latency: LatencySummary,
+    /// Unique messages received, per group.
+    pub received: Vec<u64>,
+    pub delivered: u64,
+    /// From the start to the last new message received.
+    pub consume_seconds: f64,
+    pub pop_requests: u64,
+    pub empty_pops: u64,
+    pub redelivered: u64,
+    pub foreign: u64,
+    pub acked: u64,
+    pub ack_failures: u64,
+    pub first_ack_error: Option<String>,
+    pub pop_latency: LatencySummary,
+    pub ack_latency: LatencySummary,
+    pub e2e: LatencySummary,
+    /// Messages received before their push was answered (counted as 0 ms).
+    pub early: u64,
+    pub series: Vec<SeriesPoint>,
+    /// Every group received every pushed message.
+    pub complete: bool,
+}
+
+#[derive(Default)]
+struct Live {
+    pushed: AtomicU64,
+    push_requests: AtomicU64,
+    received: AtomicU64,
+    pop_requests: AtomicU64,
+    empty_pops: AtomicU64,
+    redelivered: AtomicU64,
+    foreign: AtomicU64,
+    acked: AtomicU64,
+    ack_failures: AtomicU64,
+    producers_done: AtomicBool,
+    first_ack_error: Mutex<Option<String>>,
+}
+
+fn get(c: &AtomicU64) -> u64 {
+    c.load(Ordering::Relaxed)
+}
+
+fn add(c: &AtomicU64, n: u64) {
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+struct Group {
+    name: Option<String>,
+    seen: Vec<AtomicU64>,
+    received: AtomicU64,
+}
+
+impl Group {
+    fn new(name: Option<String>, capacity: u64) -> Self {
+        Self {
+            name,
+            seen: (0..capacity.div_ceil(64))
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            received: AtomicU64::new(0),
+        }
+    }
+
+    /// True the first time `seq` is marked.
+    fn mark(&self, seq: u64) -> bool {
+        let bit = 1u64 << (seq % 64);
+        let word = &self.seen[(seq / 64) as usize];
+        word.fetch_or(bit, Ordering::Relaxed) & bit == 0
+    }
+}
+
+/// Aborts the task when dropped.
+pub struct AbortOnDrop(pub JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+pub struct Engine<'a> {
+    pub api: &'a Api,
+    pub run: Arc<RunState>,
+    pub label: String,
+    pub broker_pid: Option<u32>,
+    pub progress: bool,
+}
+
+impl Engine<'_> {
+    pub async fn run(
+        &self,
+        produce: Option<&ProduceSpec>,
+        consume: Option<&ConsumeSpec>,
+    ) -> Result<LoadOutcome> {
+        let run = &self.run;
+        let start = Instant::now();
+        let live = Arc::new(Live::default());
+        let groups: Arc<Vec<Group>> = Arc::new(
+            consume
+                .map(|c| {
+                    c.groups
+                        .iter()
+                        .map(|g| Group::new(g.clone(), run.capacity()))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        );
+        if produce.is_none() {
+            live.pushed
+                .store(consume.map_or(0, |c| c.prefilled), Ordering::Relaxed);
+            live.producers_done.store(true, Ordering::Release);
+        }
+        let (done_tx, done_rx) = watch::channel(false);
+        let _progress = self.progress.then(|| {
+            spawn_progress(
+                self.label.clone(),
+                Arc::clone(&live),
+                start,
+                self.broker_pid,
+            )
+        });
+
+        let mut producers = JoinSet::new();
+        if let Some(p) = produce {
+            let next_batch = Arc::new(AtomicU64::new(0));
+            for _ in 0..p.producers {
+                producers.spawn(produce_loop(
+                    self.api.clone(),
+                    Arc::clone(run),
+                    p.clone(),
+                    Arc::clone(&live),
+                    Arc::clone(&next_batch),
+                    start,
+                ));
+            }
+        }
+        let mut consumers = JoinSet::new();
+        if let Some(c) = consume {
+            for gi in 0..groups.len() {
+                for _ in 0..c.consumers_per_group {
+                    consumers.spawn(consume_loop(
+                        self.api.clone(),
+                        Arc::clone(run),
+                        Arc::clone(&groups),
+                        gi,
+                        c.clone(),
+                        Arc::clone(&live),
+                        done_rx.clone(),
+                        start,
+                    ));
+                }
+            }
+        }
+
+        let mut push_lat = Latencies::default();
+        let mut last_push = start;
+        while let Some(joined) = producers.join_next().await {
+            let (lat, last) = joined.map_err(|e| anyhow!("producer task panicked: {e}"))??;
+            push_lat.merge(lat);
+            last_push = last_push.max(last);
+        }
+        live.producers_done.store(true, Ordering::Release);
+
+        // Wait for the groups to finish (or their deadline), watching for failures.
+        if let Some(c) = consume {
+            let deadline = start + Duration::from_secs_f64(c.seconds);
+            loop {
+                let target = get(&live.pushed);
+                if groups.iter().all(|g| get(&g.received) >= target) || Instant::now() >= deadline {
+                    break;
+                }
+                if let Some(joined) = consumers.try_join_next() {
+                    joined.map_err(|e| anyhow!("consumer task panicked: {e}"))??;
+                }
+                if consumers.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        let _ = done_tx.send(true);
+        let mut pop_lat = Latencies::default();
+        let mut ack_lat = Latencies::default();
+        let mut samples: Vec<(u32, u32)> = Vec::new();
+        let mut early = 0;
+        let mut last_new = start;
+        while let Some(joined) = consumers.join_next().await {
+            let done = joined.map_err(|e| anyhow!("consumer task panicked: {e}"))??;
+            pop_lat.merge(done.pop_latencies);
+            ack_lat.merge(done.ack_latencies);
+            samples.extend(done.samples);
+            early += done.early;
+            if let Some(at) = done.last_new {
+                last_new = last_new.max(at);
+            }
+        }
+
+        let pushed = get(&live.pushed);
+        let first_ack_error = live
+            .first_ack_error
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let received: Vec<u64> = groups.iter().map(|g| get(&g.received)).collect();
+        let series = self.series(start, produce.is_some(), &samples);
+        let mut e2e = Latencies::default();
+        for &(_, us) in &samples {
+            e2e.record_micros(u64::from(us));
+        }
+        Ok(LoadOutcome {
+            pushed,
+            push_requests: get(&live.push_requests),
+            push_seconds: last_push.duration_since(start).as_secs_f64(),
+            push_latency: push_lat.summary(),
+            complete: !received.is_empty() && received.iter().all(|&r| r >= pushed),
+            delivered: received.iter().sum(),
+            received,
+            consume_seconds: last_new.duration_since(start).as_secs_f64(),
+            pop_requests: get(&live.pop_requests),
+            empty_pops: get(&live.empty_pops),
+            redelivered: get(&live.redelivered),
+            foreign: get(&live.foreign),
+            acked: get(&live.acked),
+            ack_failures: get(&live.ack_failures),
+            first_ack_error,
+            pop_latency: pop_lat.summary(),
+            ack_latency: ack_lat.summary(),
+            e2e: e2e.summary(),
+            early,
+            series,
+        })
+    }
+
+    /// Per-second push rate (from the answer times), receive rate and
+    /// end-to-end percentiles (from the consumers' samples).
+    fn series(&self, start: Instant, pushed: bool, samples: &[(u32, u32)]) -> Vec<SeriesPoint> {
+        let offset_ms = start.duration_since(self.run.t0).as_millis() as u64;
+        let mut bins: Vec<(u64, u64, Vec<u32>)> = Vec::new();
+        let bin_of = |ms_since_t0: u64| (ms_since_t0.saturating_sub(offset_ms) / 1000) as usize;
+        let touch = |bins: &mut Vec<(u64, u64, Vec<u32>)>, i: usize| {
+            if bins.len() <= i {
+                bins.resize_with(i + 1, || (0, 0, Vec::new()));
+            }
+        };
+        if pushed {
+            for a in &self.run.answered {
+                let ns = a.load(Ordering::Relaxed);
+                if ns == 0 {
+                    continue;
+                }
+                let i = bin_of((ns - 1) / 1_000_000);
+                touch(&mut bins, i);
+                bins[i].0 += 1;
+            }
+        }
+        for &(recv_ms, lat_us) in samples {
+            let i = bin_of(u64::from(recv_ms));
+            touch(&mut bins, i);
+            bins[i].1 += 1;
+            bins[i].2.push(lat_us);
+        }
+        bins.into_iter()
+            .enumerate()
+            .map(|(i, (p, r, lats))| {
+                let mut lats: Vec<u64> = lats.into_iter().map(u64::from).collect();
+                lats.sort_unstable();
+                let pct = |q: f64| crate::stats::percentile(&lats, q).map(|us| us as f64 / 1000.0);
+                SeriesPoint {
+                    t: (i + 1) as f64,
+                    pushed_per_s: p as f64,
+                    received_per_s: r as f64,
+                    e2e_p50_ms: pct(50.0),
+                    e2e_p99_ms: pct(99.0),
+                }
+            })
+            .collect()
+    }
+}
+
+async fn produce_loop(
+    api: Api,
+    run: Arc<RunState>,
+    spec: ProduceSpec,
+    live: Arc<Live>,
+    next_batch: Arc<AtomicU64>,
+    start: Instant,
+) -> Result<(Latencies, Instant)> {
+    let messages = spec.messages.min(run.capacity());
+    let batch = u64::from(spec.batch.max(1));
+    let total_batches = messages.div_ceil(batch);
+    let deadline = start + Duration::from_secs_f64(spec.seconds);
+    let mut lat = Latencies::default();
+    let mut last = start;
+    loop {
+        if Instant::now() >= deadline {
+            break;
+        }
+        let index = next_batch.fetch_add(1, Ordering::Relaxed);
+        if index >= total_batches {
+            break;
+        }
+        if let Some(rate) = spec.rate {
+            let at = start + Duration::from_secs_f64((index * batch) as f64 / rate);
+            if at >= deadline {
+                break;
+            }
+            tokio::time::sleep_until(at).await;
+        }
+        let first = index * batch;
+        let last_seq = (first + batch).min(messages);
+        let partition = partition_name(index % u64::from(spec.partitions.max(1)));
+        let body = push_body(&run, &partition, first, last_seq, spec.payload_bytes);
+        let sent = Instant::now();
+        let queued = api
+            .push_raw(body, (last_seq - first) as usize)
+            .await
+            .map_err(|e| e.context(format!("push of batch {index} to {partition}")))?;
+        let answered = Instant::now();
+        lat.record(answered.duration_since(sent));
+        let ns = run.ns_since_t0(answered);
+        for seq in first..last_seq {
+            run.answered[seq as usize].store(ns, Ordering::Relaxed);
+        }
+        add(&live.push_requests, 1);
+        add(&live.pushed, queued);
+        last = answered;
+    }
+    Ok((lat, last))
+}
+
+struct ConsumerDone {
+    pop_latencies: Latencies,
+    ack_latencies: Latencies,
+    /// (received, ms since t0; end-to-end latency in µs)
+    samples: Vec<(u32, u32)>,
+    early: u64,
+    last_new: Option<Instant>,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn consume_loop(
+    api: Api,
+    run: Arc<RunState>,
+    groups: Arc<Vec<Group>>,
+    gi: usize,
+    spec: ConsumeSpec,
+    live: Arc<Live>,
+    mut done: watch::Receiver<bool>,
+    start: Instant,
+) -> Result<ConsumerDone> {
+    let group = &groups[gi];
+    let deadline = start + Duration::from_secs_f64(spec.seconds);
+    let params = PopParams {
+        batch: spec.batch,
+        partitions: spec.pop_partitions,
+        wait_ms: Some(spec.wait_ms),
+        consumer_group: group.name.clone(),
+    };
+    let mut out = ConsumerDone {
+        pop_latencies: Latencies::default(),
+        ack_latencies: Latencies::default(),
+        samples: Vec::new(),
+        early: 0,
+        last_new: None,
+    };
+    let capacity = run.capacity();
+    loop {
+        if *done.borrow() || Instant::now() >= deadline {
+            break;
+        }
+        if live.producers_done.load(Ordering::Acquire) && get(&group.received) >= get(&live.pushed)
+        {
+            break;
+        }
+        let sent = Instant::now();
+        let messages = tokio::select! {
+            r = api.pop(&run.queue, &params) => r?,
+            _ = done.changed() => break,
+        };
+        let received_at = Instant::now();
+        out.pop_latencies.record(received_at.duration_since(sent));
+        add(&live.pop_requests, 1);
+        if messages.is_empty() {
+            add(&live.empty_pops, 1);
+            if received_at.duration_since(sent) < Duration::from_millis(1) {
+                // The broker did not hold the poll; do not spin.
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            continue;
+        }
+        let recv_ns = run.ns_since_t0(received_at);
+        let recv_ms = u32::try_from(recv_ns / 1_000_000).unwrap_or(u32::MAX);
+        let (mut new, mut again, mut foreign) = (0, 0, 0);
+        for m in &messages {
+            match parse_seq(&run.prefix, &m.transaction_id).filter(|&s| s < capacity) {
+                Some(seq) => {
+                    if group.mark(seq) {
+                        new += 1;
+                        let answered = run.answered[seq as usize].load(Ordering::Relaxed);
+                        let lat_us = if answered == 0 || answered > recv_ns {
+                            out.early += 1;
+                            0
+                        } else {
+                            u32::try_from((recv_ns - answered) / 1000).unwrap_or(u32::MAX)
+                        };
+                        out.samples.push((recv_ms, lat_us));
+                    } else {
+                        again += 1;
+                    }
+                }
+                None => foreign += 1,
+            }
+        }
+        add(&group.received, new);
+        add(&live.received, new);
+        add(&live.redelivered, again);
+        add(&live.foreign, foreign);
+        if new > 0 {
+            out.last_new = Some(received_at);
+        }
+        let acks: Vec<AckItem<'_>> = messages
+            .iter()
+            .filter_map(|m| {
+                let lease_id = m.lease_id.as_deref().filter(|l| !l.is_empty())?;
+                Some(AckItem {
+                    transaction_id: &m.transaction_id,
+                    partition_id: &m.partition_id,
+                    lease_id,
+                    status: "completed",
+                })
+            })
+            .collect();
+        if acks.is_empty() {
+            continue;
+        }
+        let sent = Instant::now();
+        let outcome = api
+            .ack_batch_group(group.name.as_deref(), &acks)
+            .await
+            .map_err(|e| e.context(format!("acking {} messages", acks.len())))?;
+        out.ack_latencies.record(sent.elapsed());
+        add(&live.acked, outcome.succeeded);
+        add(&live.ack_failures, outcome.failed);
+        if let Some(e) = outcome.first_error {
+            live.first_ack_error
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .get_or_insert(e);
+        }
+    }
+    Ok(out)
+}
+
+fn spawn_progress(label: String, live: Arc<Live>, start: Instant, pid: Option<u32>) -> AbortOnDrop {
+    AbortOnDrop(tokio::spawn(async move {
+        let mut tick =
+            tokio::time::interval_at(start + Duration::from_secs(1), Duration::from_secs(1));
+        tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut last = (
+            start,
+            0u64,
+            0u64,
+            pid.and_then(crate::procstat::cpu_seconds),
+        );
+        loop {
+            let now = tick.tick().await;
+            let (pushed, received) = (get(&live.pushed), get(&live.received));
+            let dt = now.duration_since(last.0).as_secs_f64().max(1e-9);
+            let cpu = pid.and_then(crate::procstat::cpu_seconds);
+            let mut line = format!(
+                "[{label}] {:>5.1}s pushed {pushed} ({:.0}/s) received {received} ({:.0}/s) pops {} empty {}",
+                now.duration_since(start).as_secs_f64(),
+                pushed.saturating_sub(last.1) as f64 / dt,
+                received.saturating_sub(last.2) as f64 / dt,
+                get(&live.pop_requests),
+                get(&live.empty_pops),
+            );
+            if let (Some(c1), Some(c0)) = (cpu, last.3) {
+                let rss = pid
+                    .and_then(crate::procstat::memory)
+                    .map_or(0.0, |m| m.rss as f64 / 1048576.0);
+                line.push_str(&format!(
+                    " | broker cpu {:.0}% rss {rss:.1} MB",
+                    100.0 * (c1 - c0) / dt
+                ));
+            }
+            eprintln!("{line}");
+            last = (now, pushed, received, cpu);
+        }
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn txid_round_trip_and_shape() {
+        let t = txid("0a1b2c3d", 0xabc);
+        assert_eq!(t.len(), 36);
+        assert!(uuid::Uuid::parse_str(&t).is_ok());
+        assert_eq!(parse_seq("0a1b2c3d", &t), Some(0xabc));
+        assert_eq!(parse_seq("ffffffff", &t), None);
+        assert_eq!(parse_seq("0a1b2c3d", "0a1b2c3d-0000-7000-8000-xyz"), None);
+    }
+
+    #[test]
+    fn payload_has_the_requested_size_and_differs_per_message() {
+        assert_eq!(payload_for(256, 1, 7).len(), 256);
+        assert_eq!(payload_for(15, 1, 7).len(), 15);
+        assert_eq!(payload_for(0, 1, 7), "{\"pad\":\"\"}");
+        let v: serde_json::Value = serde_json::from_str(&payload_for(64, 3, 7)).unwrap();
+        assert!(v["pad"].is_string());
+        assert_ne!(payload_for(64, 1, 7), payload_for(64, 2, 7));
+        assert_eq!(payload_for(64, 1, 7), payload_for(64, 1, 7));
+    }
+
+    #[test]
+    fn push_body_is_valid_json() {
+        let run = RunState::new("q".into(), 10);
+        let body = push_body(&run, "p3", 2, 5, 20);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let items = v["items"].as_array().unwrap();
+        assert_eq!(items.len(), 3);
+        assert_eq!(items[0]["partition"], "p3");
+        let t = items[2]["transactionId"].as_str().unwrap();
+        assert_eq!(parse_seq(&run.prefix, t), Some(4));
+    }
+
+    #[test]
+    fn group_marks_each_seq_once() {
+        let g = Group::new(None, 130);
+        assert!(g.mark(0));
+        assert!(!g.mark(0));
+        assert!(g.mark(129));
+        assert!(g.mark(64));
+        assert!(!g.mark(129));
+    }
+}

@@ -1,0 +1,218 @@
+//! PostgreSQL side of the benchmark: scratch databases and `pg_stat_database`
+//! deltas. The monitoring connection lives in database `postgres`, so its own
+//! statements never count in the measured database.
+
+use std::time::Duration;
+
+use anyhow::{Context as _, Result};
+use serde::Serialize;
+use tokio::time::Instant;
+use tokio_postgres::{Client, NoTls};
+
+#[derive(Debug, Clone, clap::Args, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PgArgs {
+    /// PostgreSQL host (the broker is given the same).
+    #[arg(long, default_value = "127.0.0.1")]
+    pub pg_host: String,
+    #[arg(long, default_value_t = 5432)]
+    pub pg_port: u16,
+    #[arg(long, default_value = "postgres")]
+    pub pg_user: String,
+    /// Password, if the server asks for one (trust auth needs none).
+    #[arg(long, default_value = "")]
+    #[serde(skip)]
+    pub pg_password: String,
+}
+
+impl PgArgs {
+    pub fn conn_string(&self, db: &str) -> String {
+        let mut s = format!(
+            "host={} port={} user={} dbname={db} application_name=queen-bench",
+            self.pg_host, self.pg_port, self.pg_user
+        );
+        if !self.pg_password.is_empty() {
+            s.push_str(&format!(
+                " password='{}'",
+                self.pg_password.replace('\'', "\\'")
+            ));
+        }
+        s
+    }
+
+    pub async fn connect(&self, db: &str) -> Result<Client> {
+        let (client, conn) = tokio_postgres::connect(&self.conn_string(db), NoTls)
+            .await
+            .with_context(|| {
+                format!(
+                    "connecting to PostgreSQL {}:{} db {db}",
+                    self.pg_host, self.pg_port
+                )
+            })?;
+        tokio::spawn(async move {
+            // Ends with the client; errors surface on the client's next call.
+            let _ = conn.await;
+        });
+        Ok(client)
+    }
+}
+
+/// Counters of one database at one moment.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DbCounters {
+    pub xact_commit: i64,
+    pub xact_rollback: i64,
+    pub rows_written: i64,
+    pub blks_read: i64,
+}
+
+impl DbCounters {
+    pub fn delta(self, before: DbCounters) -> DbCounters {
+        DbCounters {
+            xact_commit: self.xact_commit - before.xact_commit,
+            xact_rollback: self.xact_rollback - before.xact_rollback,
+            rows_written: self.rows_written - before.rows_written,
+            blks_read: self.blks_read - before.blks_read,
+        }
+    }
+}
+
+/// Rows written to one table (`pg_stat_user_tables`, TOAST tables folded in
+/// under their own names).
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct TableWrites {
+    pub inserted: i64,
+    pub updated: i64,
+    pub hot_updated: i64,
+    pub deleted: i64,
+}
+
+pub type TableCounters = std::collections::BTreeMap<String, TableWrites>;
+
+/// Per-table write counters of the database `client` is connected to.
+pub async fn table_counters(client: &Client) -> Result<TableCounters> {
+    client
+        .batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await?;
+    let rows = client
+        .query(
+            "SELECT schemaname || '.' || relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del \
+             FROM pg_stat_all_tables \
+             WHERE schemaname NOT IN ('pg_catalog', 'information_schema')",
+            &[],
+        )
+        .await
+        .context("reading pg_stat_all_tables")?;
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            (
+                r.get::<_, String>(0),
+                TableWrites {
+                    inserted: r.get(1),
+                    updated: r.get(2),
+                    hot_updated: r.get(3),
+                    deleted: r.get(4),
+                },
+            )
+        })
+        .collect())
+}
+
+/// `after - before`, keeping only tables that were written.
+pub fn table_delta(before: &TableCounters, after: &TableCounters) -> TableCounters {
+    after
+        .iter()
+        .filter_map(|(name, a)| {
+            let b = before.get(name).copied().unwrap_or_default();
+            let d = TableWrites {
+                inserted: a.inserted - b.inserted,
+                updated: a.updated - b.updated,
+                hot_updated: a.hot_updated - b.hot_updated,
+                deleted: a.deleted - b.deleted,
+            };
+            (d != TableWrites::default()).then(|| (name.clone(), d))
+        })
+        .collect()
+}
+
+/// Connection to database `postgres` for administration and statistics.
+pub struct Monitor {
+    client: Client,
+}
+
+impl Monitor {
+    pub async fn connect(args: &PgArgs) -> Result<Self> {
+        Ok(Self {
+            client: args.connect("postgres").await?,
+        })
+    }
+
+    pub async fn create_database(&self, db: &str) -> Result<()> {
+        self.client
+            .batch_execute(&format!("CREATE DATABASE \"{db}\""))
+            .await
+            .with_context(|| format!("CREATE DATABASE {db}"))
+    }
+
+    pub async fn drop_database(&self, db: &str) -> Result<()> {
+        self.client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS \"{db}\" WITH (FORCE)"))
+            .await
+            .with_context(|| format!("DROP DATABASE {db}"))
+    }
+
+    pub async fn counters(&self, db: &str) -> Result<DbCounters> {
+        // A fresh snapshot each time (stats are cached per transaction otherwise).
+        self.client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .await?;
+        let row = self
+            .client
+            .query_opt(
+                "SELECT xact_commit, xact_rollback, tup_inserted + tup_updated + tup_deleted, blks_read \
+                 FROM pg_stat_database WHERE datname = $1",
+                &[&db],
+            )
+            .await
+            .context("reading pg_stat_database")?;
+        Ok(row.map_or_else(DbCounters::default, |r| DbCounters {
+            xact_commit: r.get(0),
+            xact_rollback: r.get(1),
+            rows_written: r.get(2),
+            blks_read: r.get(3),
+        }))
+    }
+
+    /// Waits until the counters of `db` stop moving: backends flush their
+    /// statistics at most once a second, an idle one within about a second of
+    /// going idle. Bounded by `max`.
+    pub async fn settle(&self, db: &str, max: Duration) -> Result<DbCounters> {
+        let started = Instant::now();
+        let mut last = self.counters(db).await?;
+        let mut stable_since = Instant::now();
+        while started.elapsed() < max {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = self.counters(db).await?;
+            if now.xact_commit != last.xact_commit || now.rows_written != last.rows_written {
+                last = now;
+                stable_since = Instant::now();
+            } else if stable_since.elapsed() >= Duration::from_millis(1250)
+                && started.elapsed() >= Duration::from_millis(1250)
+            {
+                break;
+            }
+        }
+        Ok(last)
+    }
+
+    pub async fn server_setting(&self, name: &str) -> Result<String> {
+        let row = self
+            .client
+            .query_one("SELECT current_setting($1)", &[&name])
+            .await?;
+        Ok(row.get(0))
+    }
+}
