@@ -47,6 +47,9 @@ CREATE TABLE queen.partitions (
 ) WITH (fillfactor = 70, vacuum_truncate = false,
         autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000);
 
+-- Wildcard pops walk a queue's partitions in id order from a random point.
+CREATE INDEX partitions_queue_id_id ON queen.partitions (queue_id, id);
+
 -- One row per push per partition: the messages of that push, packed as parallel
 -- arrays over the inclusive offset range [first_offset, last_offset].
 CREATE TABLE queen.segments (
@@ -64,6 +67,10 @@ CREATE TABLE queen.segments (
     deleted_offsets bigint[],
     PRIMARY KEY (partition_id, last_offset)
 );
+
+-- Payload arrays are JSON text the broker already validated; compressing them
+-- again costs CPU on every push for little gain on short-lived queue data.
+ALTER TABLE queen.segments ALTER COLUMN payloads SET STORAGE EXTERNAL;
 
 -- The dedup index: (partition, transactionId) -> offset. Exact, and also how an
 -- ack that names (partitionId, transactionId) finds its offset.

@@ -3,7 +3,9 @@
 
 -- Appends messages to their partitions.
 -- Items arrive as parallel arrays, already free of repeats inside the request.
--- Partitions are locked in (queue_id, name) order so concurrent pushes never deadlock.
+-- Set-based: a fixed handful of statements however many partitions the call
+-- writes to (a group-committed flight of single pushes touches many).
+-- Partitions are locked in id order so concurrent pushes never deadlock.
 -- Returns one row per item (idx is the 1-based array position): 'queued' with the
 -- new message id, or 'duplicate' with the id of the message that owns the
 -- transactionId already. With p_strict a stored duplicate raises unique_violation.
@@ -19,75 +21,91 @@ CREATE FUNCTION queen.push_batch(
 ) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
-    g        record;
-    v_pid    uuid;
-    v_next   bigint;
-    v_last   timestamptz;
-    v_now    timestamptz;
-    v_fresh  integer[];
-    v_dups   integer[];
-    v_dupids uuid[];
-    v_n      integer;
+    v_now   timestamptz := clock_timestamp();
+    v_pids  uuid[];
+    v_qids  uuid[];
+    v_names text[];
+    v_nexts bigint[];
+    v_lasts timestamptz[];
+    v_dup   text;
 BEGIN
-    FOR g IN
-        SELECT t.q, t.p, array_agg(t.i::integer ORDER BY t.i) AS idxs
-        FROM unnest(p_queue_ids, p_partitions) WITH ORDINALITY AS t(q, p, i)
-        GROUP BY t.q, t.p
-        ORDER BY t.q, t.p
-    LOOP
-        SELECT pt.id, pt.next_offset, pt.last_created_at INTO v_pid, v_next, v_last
-        FROM queen.partitions pt WHERE pt.queue_id = g.q AND pt.name = g.p FOR UPDATE;
-        IF NOT FOUND THEN
-            INSERT INTO queen.partitions (id, queue_id, name)
-            VALUES (gen_random_uuid(), g.q, g.p)
-            ON CONFLICT (queue_id, name) DO NOTHING;
-            SELECT pt.id, pt.next_offset, pt.last_created_at INTO v_pid, v_next, v_last
-            FROM queen.partitions pt WHERE pt.queue_id = g.q AND pt.name = g.p FOR UPDATE;
-        END IF;
+    -- 1. every partition exists
+    INSERT INTO queen.partitions (id, queue_id, name)
+    SELECT gen_random_uuid(), d.q, d.p
+    FROM (SELECT DISTINCT t.q, t.p FROM unnest(p_queue_ids, p_partitions) AS t(q, p)) d
+    WHERE NOT EXISTS (SELECT 1 FROM queen.partitions pt WHERE pt.queue_id = d.q AND pt.name = d.p)
+    ON CONFLICT (queue_id, name) DO NOTHING;
 
-        -- split the group into fresh items and stored duplicates, keeping array order
-        SELECT coalesce(array_agg(m.i ORDER BY m.pos) FILTER (WHERE k.message_id IS NULL), '{}'),
-               coalesce(array_agg(m.i ORDER BY m.pos) FILTER (WHERE k.message_id IS NOT NULL), '{}'),
-               coalesce(array_agg(k.message_id ORDER BY m.pos) FILTER (WHERE k.message_id IS NOT NULL), '{}')
-        INTO v_fresh, v_dups, v_dupids
-        FROM unnest(g.idxs) WITH ORDINALITY AS m(i, pos)
-        LEFT JOIN queen.message_keys k
-               ON k.partition_id = v_pid AND k.transaction_id = p_txn_ids[m.i];
+    -- 2. lock them in id order (concurrent pushes never deadlock) and read their offsets
+    SELECT array_agg(l.id ORDER BY l.id), array_agg(l.queue_id ORDER BY l.id),
+           array_agg(l.name ORDER BY l.id), array_agg(l.next_offset ORDER BY l.id),
+           array_agg(l.last_created_at ORDER BY l.id)
+    INTO v_pids, v_qids, v_names, v_nexts, v_lasts
+    FROM (SELECT pt.id, pt.queue_id, pt.name, pt.next_offset, pt.last_created_at
+          FROM queen.partitions pt
+          JOIN (SELECT DISTINCT t.q, t.p FROM unnest(p_queue_ids, p_partitions) AS t(q, p)) d
+            ON pt.queue_id = d.q AND pt.name = d.p
+          ORDER BY pt.id
+          FOR UPDATE OF pt) l;
 
-        IF p_strict AND cardinality(v_dups) > 0 THEN
+    IF p_strict THEN
+        SELECT k.transaction_id INTO v_dup
+        FROM unnest(p_queue_ids, p_partitions, p_txn_ids) AS t(q, p, txn)
+        JOIN unnest(v_pids, v_qids, v_names) AS x(pid, qid, pname) ON x.qid = t.q AND x.pname = t.p
+        JOIN queen.message_keys k ON k.partition_id = x.pid AND k.transaction_id = t.txn
+        LIMIT 1;
+        IF FOUND THEN
             RAISE unique_violation USING MESSAGE =
-                format('duplicate key value violates unique constraint "message_keys_pkey": transactionId %s already exists in partition %s',
-                       p_txn_ids[v_dups[1]], g.p);
+                format('duplicate key value violates unique constraint "message_keys_pkey": transactionId %s already exists', v_dup);
         END IF;
+    END IF;
 
-        v_n := cardinality(v_fresh);
-        IF v_n > 0 THEN
-            -- createdAt never moves backwards within a partition
-            v_now := greatest(clock_timestamp(), coalesce(v_last, '-infinity'::timestamptz));
-            INSERT INTO queen.message_keys (partition_id, transaction_id, msg_offset, message_id)
-            SELECT v_pid, p_txn_ids[f.i], v_next + f.o - 1, p_message_ids[f.i]
-            FROM unnest(v_fresh) WITH ORDINALITY AS f(i, o);
-
-            INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
-                                        message_ids, transaction_ids, trace_ids, payloads, producer_subs)
-            SELECT v_pid, v_next + v_n - 1, v_next, v_now,
-                   array_agg(p_message_ids[f.i] ORDER BY f.o),
-                   array_agg(p_txn_ids[f.i] ORDER BY f.o),
-                   array_agg(p_trace_ids[f.i] ORDER BY f.o),
-                   array_agg(p_payloads[f.i] ORDER BY f.o),
-                   CASE WHEN bool_or(p_producer_subs[f.i] IS NOT NULL)
-                        THEN array_agg(p_producer_subs[f.i] ORDER BY f.o) END
-            FROM unnest(v_fresh) WITH ORDINALITY AS f(i, o);
-
-            UPDATE queen.partitions SET next_offset = v_next + v_n, last_created_at = v_now
-            WHERE id = v_pid;
-        END IF;
-
-        RETURN QUERY
-            SELECT f.i, 'queued'::text, p_message_ids[f.i], v_pid FROM unnest(v_fresh) AS f(i)
-            UNION ALL
-            SELECT d.i, 'duplicate'::text, d.mid, v_pid FROM unnest(v_dups, v_dupids) AS d(i, mid);
-    END LOOP;
+    -- 3. classify, append and move the partitions forward, in one statement
+    RETURN QUERY
+    WITH parts AS (
+        SELECT * FROM unnest(v_pids, v_qids, v_names, v_nexts, v_lasts)
+                      AS x(pid, qid, pname, nxt, lastc)
+    ), items AS (
+        SELECT t.i::integer AS i, pa.pid, pa.nxt,
+               greatest(v_now, coalesce(pa.lastc, '-infinity'::timestamptz)) AS ca
+        FROM unnest(p_queue_ids, p_partitions) WITH ORDINALITY AS t(q, p, i)
+        JOIN parts pa ON pa.qid = t.q AND pa.pname = t.p
+    ), marked AS (
+        SELECT it.i, it.pid, it.nxt, it.ca, k.message_id AS dup_id
+        FROM items it
+        LEFT JOIN queen.message_keys k
+               ON k.partition_id = it.pid AND k.transaction_id = p_txn_ids[it.i]
+    ), fresh AS (
+        SELECT m.i, m.pid, m.ca,
+               m.nxt - 1 + row_number() OVER (PARTITION BY m.pid ORDER BY m.i) AS off
+        FROM marked m
+        WHERE m.dup_id IS NULL
+    ), ins_keys AS (
+        INSERT INTO queen.message_keys (partition_id, transaction_id, msg_offset, message_id)
+        SELECT f.pid, p_txn_ids[f.i], f.off, p_message_ids[f.i] FROM fresh f
+    ), ins_segments AS (
+        INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
+                                    message_ids, transaction_ids, trace_ids, payloads, producer_subs)
+        SELECT f.pid, max(f.off), min(f.off), max(f.ca),
+               array_agg(p_message_ids[f.i] ORDER BY f.off),
+               array_agg(p_txn_ids[f.i] ORDER BY f.off),
+               array_agg(p_trace_ids[f.i] ORDER BY f.off),
+               array_agg(p_payloads[f.i] ORDER BY f.off),
+               CASE WHEN bool_or(p_producer_subs[f.i] IS NOT NULL)
+                    THEN array_agg(p_producer_subs[f.i] ORDER BY f.off) END
+        FROM fresh f
+        GROUP BY f.pid
+    ), moved AS (
+        UPDATE queen.partitions pt
+        SET next_offset = s.top + 1, last_created_at = s.ca
+        FROM (SELECT f.pid, max(f.off) AS top, max(f.ca) AS ca FROM fresh f GROUP BY f.pid) s
+        WHERE pt.id = s.pid
+    )
+    SELECT m.i,
+           CASE WHEN m.dup_id IS NULL THEN 'queued' ELSE 'duplicate' END,
+           coalesce(m.dup_id, p_message_ids[m.i]),
+           m.pid
+    FROM marked m;
 END;
 $$;
 
@@ -293,8 +311,10 @@ END;
 $$;
 
 -- Wildcard pop: claims up to p_max_partitions partitions of a queue with pending
--- work for the group, spending a global budget of p_batch messages.
--- Partitions the group never read come first, then the least recently consumed.
+-- work for the group, spending a global budget of p_batch messages. It looks at
+-- a bounded window of eligible partitions from a random point of the id space
+-- (not all of them: a queue may have 10 000), and within it tries the never
+-- read first, then the least recently consumed.
 CREATE FUNCTION queen.pop_queue(
     p_queue_id       uuid,
     p_queue_name     text,
@@ -318,25 +338,51 @@ DECLARE
     v_left   integer := p_batch;
     v_claims integer := 0;
     v_n      integer;
+    v_start  uuid;
 BEGIN
+    v_start := gen_random_uuid();
     FOR cand IN
-        SELECT pt.id, pt.name
-        FROM queen.partitions pt
-        LEFT JOIN queen.log_consumers lc
-               ON lc.partition_id = pt.id AND lc.consumer_group = p_group
-        WHERE pt.queue_id = p_queue_id
+        -- a bounded window of eligible partitions from a random point of the id
+        -- space (wrapping around), least recently consumed first within it
+        SELECT w.id, w.name
+        FROM ((SELECT pt.id, pt.name, lc.last_consumed_at
+               FROM queen.partitions pt
+               LEFT JOIN LATERAL (
+                   SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
+                   FROM queen.log_consumers l
+                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group) lc ON true
+               WHERE pt.queue_id = p_queue_id AND pt.id >= v_start
           AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
           AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
           AND (p_window_seconds = 0 OR pt.last_created_at <= now() - make_interval(secs => p_window_seconds))
-          -- with delayedProcessing, only partitions whose next message is due: otherwise
-          -- delayed heads fill the candidate LIMIT and hide partitions that are ready
           AND (p_delay_seconds = 0 OR (
                 SELECT s.created_at FROM queen.segments s
                 WHERE s.partition_id = pt.id
                   AND s.last_offset >= greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
                 ORDER BY s.last_offset
                 LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
-        ORDER BY lc.last_consumed_at NULLS FIRST, pt.id
+               ORDER BY pt.id
+               LIMIT 256)
+              UNION ALL
+              (SELECT pt.id, pt.name, lc.last_consumed_at
+               FROM queen.partitions pt
+               LEFT JOIN LATERAL (
+                   SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
+                   FROM queen.log_consumers l
+                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group) lc ON true
+               WHERE pt.queue_id = p_queue_id AND pt.id < v_start
+          AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
+          AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
+          AND (p_window_seconds = 0 OR pt.last_created_at <= now() - make_interval(secs => p_window_seconds))
+          AND (p_delay_seconds = 0 OR (
+                SELECT s.created_at FROM queen.segments s
+                WHERE s.partition_id = pt.id
+                  AND s.last_offset >= greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
+                ORDER BY s.last_offset
+                LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
+               ORDER BY pt.id
+               LIMIT 256)) w
+        ORDER BY w.last_consumed_at NULLS FIRST, w.id
         LIMIT p_max_partitions * 4 + 16
     LOOP
         RETURN QUERY
@@ -378,6 +424,10 @@ $$;
 -- dead-letters at once (transaction semantics) and any failure raises, so the
 -- caller's transaction rolls back.
 -- Returns one row per item (idx = 1-based array position).
+-- An ack of a message the group already committed succeeds whatever lease it
+-- names. A partition whose items are all `completed` acks of known messages
+-- under one lease (or none) takes a fast path: one cursor update to the
+-- highest valid offset, with the outcomes of applying them one by one.
 CREATE FUNCTION queen.ack_batch(
     p_group          text,
     p_partition_ids  uuid[],
@@ -396,7 +446,76 @@ DECLARE
     v_active   boolean;
     v_status   text;
     v_released uuid[] := '{}';
+    g          record;
+    v_fast     uuid[] := '{}';
+    v_valid    boolean[];
+    v_top      bigint;
+    v_top_i    integer;
+    v_rel      boolean;
+    j          integer;
 BEGIN
+    -- Fast path: a partition whose items are all `completed` acks of known
+    -- messages under one lease (or none) needs one cursor update, to the
+    -- highest valid offset, instead of one per message. Outcomes are the same
+    -- as applying the items one by one in offset order.
+    IF NOT p_in_tx THEN
+        FOR g IN
+            SELECT a.pid, q.name AS qname, pt.name AS pname,
+                   array_agg(a.i::integer ORDER BY km.msg_offset, a.i) AS idxs,
+                   array_agg(km.msg_offset ORDER BY km.msg_offset, a.i) AS offs,
+                   (array_agg(a.lid))[1] AS lid
+            FROM unnest(p_partition_ids, p_txn_ids, p_lease_ids, p_statuses)
+                 WITH ORDINALITY AS a(pid, txn, lid, st, i)
+            JOIN queen.message_keys km ON km.partition_id = a.pid AND km.transaction_id = a.txn
+            JOIN queen.partitions pt ON pt.id = a.pid
+            JOIN queen.queues q ON q.id = pt.queue_id
+            GROUP BY a.pid, q.name, pt.name
+            HAVING count(*) > 1
+               AND count(*) = (SELECT count(*) FROM unnest(p_partition_ids) AS x(pid) WHERE x.pid = a.pid)
+               AND bool_and(lower(coalesce(a.st, 'completed')) IN ('completed', 'success'))
+               AND (bool_and(a.lid IS NULL) OR (bool_and(a.lid IS NOT NULL) AND count(DISTINCT a.lid) = 1))
+            ORDER BY a.pid
+        LOOP
+            SELECT * INTO c FROM queen.log_consumers lc
+            WHERE lc.partition_id = g.pid AND lc.consumer_group = p_group FOR UPDATE;
+            CONTINUE WHEN NOT FOUND;   -- first contact: the one-by-one path creates the cursor
+            v_fast := v_fast || g.pid;
+            v_active := c.lease_expires_at IS NOT NULL AND c.lease_expires_at > now();
+            v_valid := ARRAY(
+                SELECT g.lid IS NULL
+                       OR o <= c.committed_offset
+                       OR (c.lease_id = g.lid AND v_active)
+                FROM unnest(g.offs) AS o);
+            v_top := NULL;
+            v_top_i := NULL;
+            FOR j IN 1 .. cardinality(g.idxs) LOOP
+                IF v_valid[j] AND g.offs[j] > c.committed_offset AND (v_top IS NULL OR g.offs[j] > v_top) THEN
+                    v_top := g.offs[j];
+                    v_top_i := g.idxs[j];
+                END IF;
+            END LOOP;
+            v_rel := false;
+            IF v_top IS NOT NULL THEN
+                v_rel := c.lease_expires_at IS NOT NULL AND v_top >= coalesce(c.lease_end_offset, 0);
+                UPDATE queen.log_consumers
+                SET committed_offset = v_top,
+                    lease_expires_at = CASE WHEN v_rel THEN NULL ELSE lease_expires_at END,
+                    retry_count = CASE WHEN v_rel THEN 0 ELSE retry_count END,
+                    total_consumed = total_consumed + (v_top - c.committed_offset),
+                    batches_consumed = batches_consumed + CASE WHEN v_rel THEN 1 ELSE 0 END,
+                    last_consumed_at = now()
+                WHERE partition_id = g.pid AND consumer_group = p_group;
+            END IF;
+            FOR j IN 1 .. cardinality(g.idxs) LOOP
+                idx := g.idxs[j]; queue_name := g.qname; partition_name := g.pname; dlq := false;
+                success := v_valid[j];
+                error := CASE WHEN v_valid[j] THEN NULL ELSE 'Invalid or expired lease' END;
+                lease_released := v_rel AND g.idxs[j] = v_top_i;
+                RETURN NEXT;
+            END LOOP;
+        END LOOP;
+    END IF;
+
     FOR it IN
         SELECT a.i::integer AS i, a.pid, a.txn, a.lid, lower(coalesce(a.st, 'completed')) AS st, a.err,
                k.msg_offset AS off, q.name AS qname, pt.name AS pname, q.retry_limit
@@ -405,6 +524,7 @@ BEGIN
         LEFT JOIN queen.partitions pt ON pt.id = a.pid
         LEFT JOIN queen.queues q ON q.id = pt.queue_id
         LEFT JOIN queen.message_keys k ON k.partition_id = a.pid AND k.transaction_id = a.txn
+        WHERE NOT (a.pid = ANY (v_fast))
         ORDER BY a.pid, k.msg_offset NULLS LAST, a.i
     LOOP
         idx := it.i; queue_name := it.qname; partition_name := it.pname;
@@ -436,19 +556,21 @@ BEGIN
             WHERE lc.partition_id = it.pid AND lc.consumer_group = p_group FOR UPDATE;
         END IF;
 
+        IF it.off <= c.committed_offset THEN
+            -- already done for this group, whatever lease the ack names (an ack
+            -- retried after its answer was lost): idempotent success
+            success := true;
+            RETURN NEXT; CONTINUE;
+        END IF;
+
         v_active := c.lease_expires_at IS NOT NULL AND c.lease_expires_at > now();
-        IF it.lid IS NOT NULL AND NOT (
-               c.lease_id = it.lid
-               AND (v_active OR (c.lease_expires_at IS NULL AND it.off <= c.committed_offset))) THEN
+        IF it.lid IS NOT NULL AND NOT (c.lease_id = it.lid AND v_active) THEN
             error := 'Invalid or expired lease';
             IF p_in_tx THEN RAISE EXCEPTION 'ACK operation failed: Invalid or expired lease' USING ERRCODE = 'P0001'; END IF;
             RETURN NEXT; CONTINUE;
         END IF;
 
         success := true;
-        IF it.off <= c.committed_offset THEN
-            RETURN NEXT; CONTINUE;   -- already done for this group: idempotent
-        END IF;
 
         IF v_status = 'failed' AND p_in_tx THEN
             v_status := 'dlq';
