@@ -74,6 +74,45 @@ pub struct AckItem<'a> {
     pub status: &'static str,
 }
 
+/// Reads the per-item results of a push answer, checking there is one per item.
+async fn push_results(
+    resp: reqwest::Result<reqwest::Response>,
+    sent: usize,
+) -> Result<Vec<PushResultItem>> {
+    const WHAT: &str = "POST /api/v1/push";
+    let resp = resp.with_context(|| format!("{WHAT}: request failed"))?;
+    let resp = ensure_success(resp, WHAT).await?;
+    let body = resp
+        .bytes()
+        .await
+        .with_context(|| format!("{WHAT}: reading response"))?;
+    let results: Vec<PushResultItem> = serde_json::from_slice(&body)
+        .with_context(|| format!("{WHAT}: unexpected response {}", snippet(&body)))?;
+    if results.len() != sent {
+        bail!("{WHAT}: sent {sent} items, got {} results", results.len());
+    }
+    Ok(results)
+}
+
+impl<'a> AckItem<'a> {
+    /// `completed` acks for every popped message that came with a lease
+    /// (auto-acked ones carry an empty lease and need none).
+    pub fn completed_for(messages: &'a [PoppedMessage]) -> Vec<Self> {
+        messages
+            .iter()
+            .filter_map(|m| {
+                let lease_id = m.lease_id.as_deref().filter(|l| !l.is_empty())?;
+                Some(AckItem {
+                    transaction_id: &m.transaction_id,
+                    partition_id: &m.partition_id,
+                    lease_id,
+                    status: "completed",
+                })
+            })
+            .collect()
+    }
+}
+
 #[derive(Debug, Default)]
 pub struct AckOutcome {
     pub succeeded: u64,
@@ -179,28 +218,13 @@ impl Api {
     }
 
     pub async fn push(&self, items: &[PushItem<'_>]) -> Result<PushOutcome> {
-        const WHAT: &str = "POST /api/v1/push";
         let resp = self
             .http
             .post(self.url(&["api", "v1", "push"])?)
             .json(&PushRequest { items })
             .send()
-            .await
-            .with_context(|| format!("{WHAT}: request failed"))?;
-        let resp = ensure_success(resp, WHAT).await?;
-        let body = resp
-            .bytes()
-            .await
-            .with_context(|| format!("{WHAT}: reading response"))?;
-        let results: Vec<PushResultItem> = serde_json::from_slice(&body)
-            .with_context(|| format!("{WHAT}: unexpected response {}", snippet(&body)))?;
-        if results.len() != items.len() {
-            bail!(
-                "{WHAT}: sent {} items, got {} results",
-                items.len(),
-                results.len()
-            );
-        }
+            .await;
+        let results = push_results(resp, items.len()).await?;
         let statuses = results
             .into_iter()
             .map(|r| match r.status.as_str() {
@@ -325,18 +349,8 @@ impl Api {
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body)
             .send()
-            .await
-            .with_context(|| format!("{WHAT}: request failed"))?;
-        let resp = ensure_success(resp, WHAT).await?;
-        let body = resp
-            .bytes()
-            .await
-            .with_context(|| format!("{WHAT}: reading response"))?;
-        let results: Vec<PushResultItem> = serde_json::from_slice(&body)
-            .with_context(|| format!("{WHAT}: unexpected response {}", snippet(&body)))?;
-        if results.len() != items {
-            bail!("{WHAT}: sent {items} items, got {} results", results.len());
-        }
+            .await;
+        let results = push_results(resp, items).await?;
         let mut queued = 0;
         for r in results {
             match r.status.as_str() {

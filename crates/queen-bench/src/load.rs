@@ -607,18 +607,7 @@ async fn consume_loop(
         if new > 0 {
             out.last_new = Some(received_at);
         }
-        let acks: Vec<AckItem<'_>> = messages
-            .iter()
-            .filter_map(|m| {
-                let lease_id = m.lease_id.as_deref().filter(|l| !l.is_empty())?;
-                Some(AckItem {
-                    transaction_id: &m.transaction_id,
-                    partition_id: &m.partition_id,
-                    lease_id,
-                    status: "completed",
-                })
-            })
-            .collect();
+        let acks = AckItem::completed_for(&messages);
         if acks.is_empty() {
             continue;
         }

@@ -449,18 +449,7 @@ async fn consume(shared: Arc<DrainShared>) -> Result<ConsumerDone> {
 
         // Ack everything that was leased, redeliveries and strangers included,
         // so nothing stays in flight after the run.
-        let acks: Vec<AckItem<'_>> = messages
-            .iter()
-            .filter_map(|m| {
-                let lease_id = m.lease_id.as_deref().filter(|l| !l.is_empty())?;
-                Some(AckItem {
-                    transaction_id: &m.transaction_id,
-                    partition_id: &m.partition_id,
-                    lease_id,
-                    status: "completed",
-                })
-            })
-            .collect();
+        let acks = AckItem::completed_for(&messages);
         if acks.is_empty() {
             if new > 0 {
                 done.last_progress = Some(Instant::now());

@@ -242,88 +242,18 @@ impl Drop for Child9 {
     }
 }
 
-// ---- small HTTP helpers (kept here so this module stands on its own) ----
+// ---- HTTP helpers: the suite's shared ones, plus two shaped for these tests ----
 
-/// A name no other test uses.
-pub fn unique(prefix: &str) -> String {
-    let id = uuid::Uuid::new_v4().simple().to_string();
-    format!("{prefix}-{}", &id[..12])
-}
-
-pub async fn sleep_ms(ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
-}
-
-/// A fresh database and an in-process broker on it (own spool directory).
-pub async fn setup_with(env: &[(&str, &str)]) -> (TestDb, TestBroker) {
-    let db = TestDb::new().await.expect("db");
-    let b = TestBroker::start_with(&db, env).await.expect("broker");
-    (db, b)
-}
-
-pub fn pop_path(queue: &str, partition: Option<&str>, query: &str) -> String {
-    let mut p = format!("/api/v1/pop/queue/{queue}");
-    if let Some(part) = partition {
-        p.push_str(&format!("/partition/{part}"));
-    }
-    if !query.is_empty() {
-        p.push('?');
-        p.push_str(query);
-    }
-    p
-}
-
-/// Pushes `items`, asserting 201 and one result per item.
-pub async fn push_items(b: &TestBroker, items: Value) -> Vec<Value> {
-    let n = items.as_array().map_or(0, Vec::len);
-    let (status, body) = b.post("/api/v1/push", &json!({ "items": items })).await;
-    assert_eq!(status, StatusCode::CREATED, "push answered {body}");
-    let results = body.as_array().expect("array").clone();
-    assert_eq!(results.len(), n, "{body}");
-    results
-}
+pub use crate::common::{
+    assert_error, messages, pop_ok, pop_path, push_items, setup_with, sleep_ms, txn_ids, unique,
+};
 
 /// Pushes one message and asserts it was queued.
 pub async fn push_one(b: &TestBroker, queue: &str, partition: &str, payload: Value, id: &str) {
-    let r = push_items(
-        b,
-        json!([{"queue": queue, "partition": partition, "payload": payload, "transactionId": id}]),
-    )
-    .await;
-    assert_eq!(r[0]["status"], "queued", "{}", r[0]);
-}
-
-/// Pops and asserts 200 with messages.
-pub async fn pop_ok(b: &TestBroker, path: &str) -> Value {
-    let (status, body) = b.get(path).await;
-    assert_eq!(status, StatusCode::OK, "pop {path} answered {body}");
-    assert_eq!(body["success"], true, "{body}");
-    body
-}
-
-pub fn messages(body: &Value) -> Vec<Value> {
-    body["messages"].as_array().expect("messages").clone()
-}
-
-pub fn txn_ids(body: &Value) -> Vec<String> {
-    messages(body)
-        .iter()
-        .map(|m| m["transactionId"].as_str().expect("id").to_owned())
-        .collect()
+    crate::common::push_one(b, queue, partition, payload, id).await;
 }
 
 /// Acks one popped message; returns its result element.
 pub async fn ack(b: &TestBroker, msg: &Value, status: &str) -> Value {
-    let body = json!({"transactionId": msg["transactionId"], "partitionId": msg["partitionId"],
-                      "leaseId": msg["leaseId"], "status": status});
-    let (code, body) = b.post("/api/v1/ack", &body).await;
-    assert_eq!(code, StatusCode::OK, "ack answered {body}");
-    body[0].clone()
-}
-
-/// Asserts an error answer and returns its `error` text.
-#[track_caller]
-pub fn assert_error(status: StatusCode, body: &Value, want: StatusCode) -> String {
-    assert_eq!(status, want, "{body}");
-    body["error"].as_str().expect("error text").to_owned()
+    crate::common::ack(b, msg, status, None).await
 }
