@@ -11,6 +11,7 @@ pub mod metrics;
 mod pop;
 mod push;
 mod queues;
+pub mod recent;
 mod transaction;
 
 use std::sync::{Arc, OnceLock};
@@ -68,6 +69,8 @@ pub struct Broker {
     pub store: Store,
     pub waker: Waker,
     pub queues: QueueCache,
+    /// Partitions written to lately, tried first by wildcard pops.
+    pub recent: recent::RecentPartitions,
     pub metrics: Metrics,
     pub flags: Flags,
     /// This broker's disk spool: takes pushes while PostgreSQL is away.
@@ -93,6 +96,7 @@ impl Broker {
                 .as_ref()
                 .map(crypto::PayloadCipher::new),
             queues: QueueCache::new(config.queue_config_max_age),
+            recent: recent::RecentPartitions::default(),
             config,
             store,
             waker: Waker::default(),
@@ -113,6 +117,7 @@ impl Broker {
 
     /// A push committed on `queue`/`partition`: wakes pops parked here and on peers.
     pub fn announce_messages(&self, queue: &str, partition: &str) {
+        self.recent.record(queue, partition);
         self.waker.notify(queue);
         self.waker.notify(ANY_QUEUE_KEY);
         self.hint(Frame::MessageAvailable(MessageAvailable {

@@ -145,6 +145,10 @@ impl Broker {
             Err(e) => return PopOutcome::Failed(e),
         };
         let lease_id = Uuid::now_v7();
+        let hints = match partition {
+            Some(_) => Vec::new(),
+            None => self.recent.hints_for_pop(&queue.name),
+        };
         let claim = ClaimRequest {
             queue: &queue,
             partition: partition.map(PartitionName::as_str),
@@ -156,6 +160,7 @@ impl Broker {
             subscription_mode: req.subscription_mode.as_str(),
             subscription_from: req.subscription_from.as_deref(),
             holder: &self.config.server_id,
+            hints: &hints,
         };
         match self.store.claim(&claim).await {
             Ok(messages) if messages.is_empty() => PopOutcome::Empty,

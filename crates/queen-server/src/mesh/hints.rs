@@ -8,6 +8,7 @@ use crate::broker::{Broker, ANY_QUEUE_KEY};
 pub(super) fn apply(broker: &Broker, frame: Frame) {
     match frame {
         Frame::MessageAvailable(h) => {
+            broker.recent.record(&h.queue, &h.partition);
             broker.waker.notify(&h.queue);
             broker.waker.notify(ANY_QUEUE_KEY);
         }

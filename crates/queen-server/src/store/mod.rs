@@ -110,6 +110,8 @@ pub struct ClaimRequest<'a> {
     pub subscription_mode: &'a str,
     pub subscription_from: Option<&'a str>,
     pub holder: &'a str,
+    /// Wildcard pops: partitions written to lately, tried before the walk.
+    pub hints: &'a [String],
 }
 
 /// A message handed out by a pop.
@@ -498,7 +500,7 @@ impl Store {
             None => {
                 let stmt = client
                     .prepare_cached(
-                        "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
+                        "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
                     )
                     .await?;
                 client
@@ -518,6 +520,7 @@ impl Store {
                             &req.subscription_mode,
                             &req.subscription_from,
                             &req.holder,
+                            &req.hints,
                         ],
                     )
                     .await?
