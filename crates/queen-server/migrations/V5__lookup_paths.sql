@@ -158,20 +158,27 @@ BEGIN
     -- (one short index range per partition). Anything else is looked up in
     -- message_keys, one index probe per item (a scalar subquery, so the
     -- planner cannot turn it into a scan of the whole table).
+    -- (The LIMIT 1 keeps the cursor lookup a probe of its primary key: as a
+    -- plain join the planner read every cursor of the group. The segments
+    -- read are exactly those from the cursor to the one holding the lease's
+    -- last offset, an index range bounded at both ends.)
     WITH span AS (
         SELECT p.pid, u.txn, s.first_offset + u.n - 1 AS off
         FROM (SELECT DISTINCT x.pid FROM unnest(p_partition_ids) AS x(pid)) p
-        JOIN queen.log_consumers lc
-          ON lc.partition_id = p.pid AND lc.consumer_group = p_group
-         AND lc.lease_end_offset > lc.committed_offset
+        CROSS JOIN LATERAL (
+            SELECT l.committed_offset AS lo, l.lease_end_offset AS hi
+            FROM queen.log_consumers l
+            WHERE l.partition_id = p.pid AND l.consumer_group = p_group
+              AND l.lease_end_offset > l.committed_offset
+            LIMIT 1) lc
         CROSS JOIN LATERAL (
             SELECT sg.first_offset, sg.transaction_ids, sg.deleted_offsets
             FROM queen.segments sg
-            WHERE sg.partition_id = p.pid AND sg.last_offset > lc.committed_offset
-            ORDER BY sg.last_offset
-            LIMIT (lc.lease_end_offset - lc.committed_offset)) s
+            WHERE sg.partition_id = p.pid AND sg.last_offset > lc.lo
+              AND sg.last_offset <= (SELECT min(e.last_offset) FROM queen.segments e
+                                     WHERE e.partition_id = p.pid AND e.last_offset >= lc.hi)) s
         CROSS JOIN LATERAL unnest(s.transaction_ids) WITH ORDINALITY AS u(txn, n)
-        WHERE s.first_offset + u.n - 1 BETWEEN lc.committed_offset + 1 AND lc.lease_end_offset
+        WHERE s.first_offset + u.n - 1 BETWEEN lc.lo + 1 AND lc.hi
           AND NOT (s.deleted_offsets IS NOT NULL AND (s.first_offset + u.n - 1) = ANY (s.deleted_offsets))
     )
     SELECT array_agg(coalesce(sp.off,

@@ -4,13 +4,6 @@ use clap::{Parser, Subcommand};
 use queen_server::config::{Config, ProcessEnv};
 use tokio_util::sync::CancellationToken;
 
-/// mimalloc instead of glibc's allocator: the broker allocates and frees many
-/// small buffers per request on every worker thread, and glibc's per-thread
-/// arenas kept the freed memory (RSS grew to ~60 MB under load and stayed);
-/// see docs/benchmarks.md.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 #[derive(Parser)]
 #[command(
     name = "queen-server",

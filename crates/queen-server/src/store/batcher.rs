@@ -5,13 +5,23 @@
 //! `queen.push_batch` call. Nothing waits on a timer: under light load a push
 //! goes out alone at once, under heavy load commits are shared. Repeated keys
 //! across the merged requests keep the first occurrence, as inside one request.
+//!
+//! Each of the [`MAX_INFLIGHT`] flight slots keeps the pool connection it
+//! used. A connection's buffers grow to the largest request it ever sent and
+//! never shrink, so merged flights (up to [`MAX_BATCH_ITEMS`] messages) landing
+//! on any of the pool's connections made every one of them hold a
+//! flight-sized buffer: about 20 MB of the broker's RSS under load. Pinned to
+//! their slots, only [`MAX_INFLIGHT`] connections carry that size. A slot
+//! pins its connection only while that leaves three quarters of the pool to
+//! everything else (`DB_POOL_SIZE` of 16 or more pins all four).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use deadpool_postgres::Object;
 use deadpool_postgres::Pool;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot};
 use uuid::Uuid;
 
 use super::{append_with, AppendOutcome, AppendStatus, NewMessage, StoreError};
@@ -67,10 +77,24 @@ impl Batcher {
     }
 }
 
+/// A flight slot, and the connection it keeps between flights if it pins one.
+#[derive(Default)]
+struct Slot {
+    pin: bool,
+    conn: Option<Object>,
+}
+
 async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
-    let slots = Arc::new(Semaphore::new(MAX_INFLIGHT));
+    let pinned = (pool.status().max_size / 4).min(MAX_INFLIGHT);
+    let (free_tx, mut free_rx) = mpsc::channel::<Slot>(MAX_INFLIGHT);
+    for i in 0..MAX_INFLIGHT {
+        let _ = free_tx.try_send(Slot {
+            pin: i < pinned,
+            conn: None,
+        });
+    }
     while let Some(first) = rx.recv().await {
-        let Ok(permit) = slots.clone().acquire_owned().await else {
+        let Some(mut slot) = free_rx.recv().await else {
             return;
         };
         // everything that queued up while we waited for a slot joins this flight
@@ -85,10 +109,13 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
                 Err(_) => break,
             }
         }
-        let (pool, ready) = (pool.clone(), ready.clone());
+        let (pool, ready, free_tx) = (pool.clone(), ready.clone(), free_tx.clone());
         tokio::spawn(async move {
-            flight(jobs, &pool, &ready).await;
-            drop(permit);
+            flight(jobs, &pool, &ready, &mut slot).await;
+            if !slot.pin {
+                slot.conn = None;
+            }
+            let _ = free_tx.send(slot).await;
         });
     }
 }
@@ -96,20 +123,31 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
 async fn one_call(
     pool: &Pool,
     ready: &AtomicBool,
+    slot: &mut Slot,
     items: &[NewMessage],
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     if !ready.load(Ordering::Acquire) {
         return Err(StoreError::NotReady);
     }
-    let client = pool.get().await?;
-    append_with(&client, items, false).await
+    if slot.conn.as_ref().is_some_and(|c| c.is_closed()) {
+        slot.conn = None;
+    }
+    let client = match &mut slot.conn {
+        Some(c) => c,
+        None => slot.conn.insert(pool.get().await?),
+    };
+    let result = append_with(&*client, items, false).await;
+    if client.is_closed() {
+        slot.conn = None;
+    }
+    result
 }
 
 /// Appends the merged jobs and answers each with its own outcomes.
-async fn flight(jobs: Vec<Job>, pool: &Pool, ready: &AtomicBool) {
+async fn flight(jobs: Vec<Job>, pool: &Pool, ready: &AtomicBool, slot: &mut Slot) {
     if jobs.len() == 1 {
         let job = jobs.into_iter().next().expect("one job");
-        let result = one_call(pool, ready, &job.items).await;
+        let result = one_call(pool, ready, slot, &job.items).await;
         let _ = job.reply.send(result);
         return;
     }
@@ -137,7 +175,7 @@ async fn flight(jobs: Vec<Job>, pool: &Pool, ready: &AtomicBool) {
         }
         slots.push(mine);
     }
-    match one_call(pool, ready, &merged).await {
+    match one_call(pool, ready, slot, &merged).await {
         Ok(outcomes) => {
             let by_index: HashMap<usize, &AppendOutcome> =
                 outcomes.iter().map(|o| (o.index, o)).collect();
@@ -173,7 +211,7 @@ async fn flight(jobs: Vec<Job>, pool: &Pool, ready: &AtomicBool) {
         Err(_) => {
             // one request may have poisoned the shared transaction: retry alone
             for job in jobs {
-                let result = one_call(pool, ready, &job.items).await;
+                let result = one_call(pool, ready, slot, &job.items).await;
                 let _ = job.reply.send(result);
             }
         }
