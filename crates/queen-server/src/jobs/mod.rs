@@ -4,11 +4,14 @@
 //! - `reconcile`: re-reads persisted cluster state on a fixed cadence (every replica);
 //! - `housekeeping`: idle connections, unused long-poll notifiers (every replica);
 //! - `stats`: this replica's throughput row (every replica, not gated);
+//! - `planner_stats`: analyzes hot tables that changed a lot (every replica,
+//!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
 //!   replica does the work of each cycle.
 
 mod eviction;
 mod migrate;
+mod planner_stats;
 mod retention;
 mod stats;
 
@@ -52,6 +55,7 @@ pub fn spawn_all(broker: &Arc<Broker>, cancel: &CancellationToken) -> JoinSet<()
         }
     }));
     set.spawn(stats::run(broker.clone(), cancel.clone()));
+    set.spawn(planner_stats::run(broker.clone(), cancel.clone()));
     set.spawn(retention::run(broker.clone(), cancel.clone()));
     set.spawn(eviction::run(broker.clone(), cancel.clone()));
     set

@@ -38,6 +38,16 @@ impl Store {
         Ok(won.then_some(AdvisoryLockGuard { client, key }))
     }
 
+    /// Analyzes the hot tables that changed a lot since their last analyze;
+    /// see `queen.refresh_planner_stats`. Returns how many it analyzed.
+    pub async fn refresh_planner_stats(&self) -> Result<i32, StoreError> {
+        let client = self.client().await?;
+        Ok(client
+            .query_one("SELECT queen.refresh_planner_stats()", &[])
+            .await?
+            .get(0))
+    }
+
     /// Writes one throughput row of this replica.
     pub async fn write_replica_stats(
         &self,

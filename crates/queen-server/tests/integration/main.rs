@@ -17,6 +17,7 @@ mod ha;
 mod lease;
 mod long_poll;
 mod outage;
+mod planner_stats;
 mod pop;
 mod push;
 mod spool;
