@@ -5,6 +5,10 @@
 -- from its own pushes and its peers' MESSAGE_AVAILABLE hints, see
 -- broker/recent.rs) finds the ones with work directly, and the walk stays as
 -- the floor for everything the list misses (lost hints, restarts).
+-- The walk stops at 32 eligible partitions per half instead of 256, and
+-- every cursor lookup is a LIMIT 1 lateral probe of its primary key: as a
+-- plain join the planner merged the walk with a scan of every cursor of the
+-- group (9 000 rows read per pop at 10 000 partitions).
 -- The old signature stays as a wrapper for brokers of the previous version
 -- during a rolling upgrade.
 
@@ -50,7 +54,8 @@ BEGIN
             LEFT JOIN LATERAL (
                 SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
                 FROM queen.log_consumers l
-                WHERE l.partition_id = pt.id AND l.consumer_group = p_group) lc ON true
+                WHERE l.partition_id = pt.id AND l.consumer_group = p_group
+                   LIMIT 1) lc ON true
             WHERE pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
               AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now());
         ELSE
@@ -65,7 +70,8 @@ BEGIN
                LEFT JOIN LATERAL (
                    SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
                    FROM queen.log_consumers l
-                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group) lc ON true
+                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group
+                   LIMIT 1) lc ON true
                WHERE pt.queue_id = p_queue_id AND pt.id >= v_start
               AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
               AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
@@ -77,14 +83,15 @@ BEGIN
                 ORDER BY s.last_offset
                 LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
                ORDER BY pt.id
-               LIMIT 256)
+               LIMIT 32)
               UNION ALL
               (SELECT pt.id, pt.name, lc.last_consumed_at
                FROM queen.partitions pt
                LEFT JOIN LATERAL (
                    SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
                    FROM queen.log_consumers l
-                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group) lc ON true
+                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group
+                   LIMIT 1) lc ON true
                WHERE pt.queue_id = p_queue_id AND pt.id < v_start
               AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
               AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
@@ -96,7 +103,7 @@ BEGIN
                 ORDER BY s.last_offset
                 LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
                ORDER BY pt.id
-               LIMIT 256)) w
+               LIMIT 32)) w
               WHERE NOT (w.id = ANY (v_tried))
               ORDER BY w.last_consumed_at NULLS FIRST, w.id
               LIMIT p_max_partitions * 4 + 16) x;
