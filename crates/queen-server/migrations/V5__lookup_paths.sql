@@ -153,18 +153,22 @@ DECLARE
     j          integer;
     v_offs     bigint[];
 BEGIN
-    -- Where each acked message sits. An ack normally names messages of the
-    -- group's current leased span: those are read from the span's segments
-    -- (one short index range per partition). Anything else is looked up in
-    -- message_keys, one index probe per item (a scalar subquery, so the
-    -- planner cannot turn it into a scan of the whole table).
+    -- Where each acked message sits. An ack of many messages (32 or more on
+    -- one partition) normally names messages of the group's current leased
+    -- span: those are read from the span's segments (one short index range
+    -- per partition). Anything else is looked up in message_keys, one index
+    -- probe per item (a scalar subquery, so the planner cannot turn it into a
+    -- scan of the whole table); for a few messages the probes are cheaper
+    -- than unpacking whole segments (pop+ack at batch 10 ran 17% slower
+    -- reading spans).
     -- (The LIMIT 1 keeps the cursor lookup a probe of its primary key: as a
     -- plain join the planner read every cursor of the group. The segments
     -- read are exactly those from the cursor to the one holding the lease's
     -- last offset, an index range bounded at both ends.)
     WITH span AS (
         SELECT p.pid, u.txn, s.first_offset + u.n - 1 AS off
-        FROM (SELECT DISTINCT x.pid FROM unnest(p_partition_ids) AS x(pid)) p
+        FROM (SELECT x.pid FROM unnest(p_partition_ids) AS x(pid)
+              GROUP BY x.pid HAVING count(*) >= 32) p
         CROSS JOIN LATERAL (
             SELECT l.committed_offset AS lo, l.lease_end_offset AS hi
             FROM queen.log_consumers l
