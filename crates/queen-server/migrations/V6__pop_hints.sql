@@ -55,58 +55,62 @@ BEGIN
                 SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
                 FROM queen.log_consumers l
                 WHERE l.partition_id = pt.id AND l.consumer_group = p_group
-                   LIMIT 1) lc ON true
+                LIMIT 1) lc ON true
             WHERE pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
               AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now());
         ELSE
             -- the floor: a bounded window of eligible partitions from a random
             -- point of the id space (wrapping around), least recently consumed
             -- first within it
-            SELECT array_agg(x.id ORDER BY x.o), array_agg(x.name ORDER BY x.o)
+            SELECT array_agg(x.id ORDER BY x.last_consumed_at NULLS FIRST, x.id),
+                   array_agg(x.name ORDER BY x.last_consumed_at NULLS FIRST, x.id)
             INTO v_ids, v_names
-            FROM (SELECT w.id, w.name, row_number() OVER (ORDER BY w.last_consumed_at NULLS FIRST, w.id) AS o
-            FROM ((SELECT pt.id, pt.name, lc.last_consumed_at
-               FROM queen.partitions pt
-               LEFT JOIN LATERAL (
-                   SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
-                   FROM queen.log_consumers l
-                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group
-                   LIMIT 1) lc ON true
-               WHERE pt.queue_id = p_queue_id AND pt.id >= v_start
-              AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
-              AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
-              AND (p_window_seconds = 0 OR pt.last_created_at <= now() - make_interval(secs => p_window_seconds))
-              AND (p_delay_seconds = 0 OR (
-                SELECT s.created_at FROM queen.segments s
-                WHERE s.partition_id = pt.id
-                  AND s.last_offset >= greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
-                ORDER BY s.last_offset
-                LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
-               ORDER BY pt.id
-               LIMIT 32)
-              UNION ALL
-              (SELECT pt.id, pt.name, lc.last_consumed_at
-               FROM queen.partitions pt
-               LEFT JOIN LATERAL (
-                   SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
-                   FROM queen.log_consumers l
-                   WHERE l.partition_id = pt.id AND l.consumer_group = p_group
-                   LIMIT 1) lc ON true
-               WHERE pt.queue_id = p_queue_id AND pt.id < v_start
-              AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
-              AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
-              AND (p_window_seconds = 0 OR pt.last_created_at <= now() - make_interval(secs => p_window_seconds))
-              AND (p_delay_seconds = 0 OR (
-                SELECT s.created_at FROM queen.segments s
-                WHERE s.partition_id = pt.id
-                  AND s.last_offset >= greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
-                ORDER BY s.last_offset
-                LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
-               ORDER BY pt.id
-               LIMIT 32)) w
-              WHERE NOT (w.id = ANY (v_tried))
-              ORDER BY w.last_consumed_at NULLS FIRST, w.id
-              LIMIT p_max_partitions * 4 + 16) x;
+            FROM (SELECT w.id, w.name, w.last_consumed_at
+                  FROM (
+                  (SELECT pt.id, pt.name, lc.last_consumed_at
+                   FROM queen.partitions pt
+                   LEFT JOIN LATERAL (
+                       SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
+                       FROM queen.log_consumers l
+                       WHERE l.partition_id = pt.id AND l.consumer_group = p_group
+                       LIMIT 1) lc ON true
+                   WHERE pt.queue_id = p_queue_id AND pt.id >= v_start
+                     AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
+                     AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
+                     AND (p_window_seconds = 0
+                          OR pt.last_created_at <= now() - make_interval(secs => p_window_seconds))
+                     AND (p_delay_seconds = 0 OR (
+                           SELECT s.created_at FROM queen.segments s
+                           WHERE s.partition_id = pt.id
+                             AND s.last_offset >= greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
+                           ORDER BY s.last_offset
+                           LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
+                   ORDER BY pt.id
+                   LIMIT 32)
+                  UNION ALL
+                  (SELECT pt.id, pt.name, lc.last_consumed_at
+                   FROM queen.partitions pt
+                   LEFT JOIN LATERAL (
+                       SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
+                       FROM queen.log_consumers l
+                       WHERE l.partition_id = pt.id AND l.consumer_group = p_group
+                       LIMIT 1) lc ON true
+                   WHERE pt.queue_id = p_queue_id AND pt.id < v_start
+                     AND pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
+                     AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
+                     AND (p_window_seconds = 0
+                          OR pt.last_created_at <= now() - make_interval(secs => p_window_seconds))
+                     AND (p_delay_seconds = 0 OR (
+                           SELECT s.created_at FROM queen.segments s
+                           WHERE s.partition_id = pt.id
+                             AND s.last_offset >= greatest(coalesce(lc.committed_offset + 1, pt.low_offset), pt.low_offset)
+                           ORDER BY s.last_offset
+                           LIMIT 1) <= now() - make_interval(secs => p_delay_seconds))
+                   ORDER BY pt.id
+                   LIMIT 32)) w
+                  WHERE NOT (w.id = ANY (v_tried))
+                  ORDER BY w.last_consumed_at NULLS FIRST, w.id
+                  LIMIT p_max_partitions * 4 + 16) x;
         END IF;
         FOR j IN 1 .. coalesce(cardinality(v_ids), 0) LOOP
             v_tried := v_tried || v_ids[j];

@@ -33,10 +33,16 @@ impl RecentPartitions {
     /// `partition` of `queue` just received messages.
     pub fn record(&self, queue: &str, partition: &str) {
         let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        if !queues.contains_key(queue) && queues.len() >= MAX_QUEUES {
-            queues.clear();
+        // a push to a known queue allocates nothing unless its partition is new
+        if !queues.contains_key(queue) {
+            if queues.len() >= MAX_QUEUES {
+                queues.clear();
+            }
+            queues.insert(queue.to_owned(), VecDeque::new());
         }
-        let list = queues.entry(queue.to_owned()).or_default();
+        let Some(list) = queues.get_mut(queue) else {
+            return;
+        };
         if list.front().is_some_and(|p| p == partition) {
             return;
         }

@@ -78,7 +78,6 @@ impl Batcher {
 }
 
 /// A flight slot, and the connection it keeps between flights if it pins one.
-#[derive(Default)]
 struct Slot {
     pin: bool,
     conn: Option<Object>,
