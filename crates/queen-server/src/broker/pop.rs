@@ -8,6 +8,7 @@ use uuid::Uuid;
 
 use super::long_poll::Backoff;
 use super::{Broker, BrokerError, ANY_QUEUE_KEY};
+use crate::broker::recent::Hints;
 use crate::config::SubscriptionMode;
 use crate::store::{ClaimRequest, ClaimedMessage, StoreError};
 
@@ -146,8 +147,8 @@ impl Broker {
         };
         let lease_id = Uuid::now_v7();
         let hints = match partition {
-            Some(_) => Vec::new(),
-            None => self.recent.hints_for_pop(&queue.name),
+            Some(_) => Hints::default(),
+            None => self.recent.hints_for_pop(&queue.name, req.group.as_str()),
         };
         let claim = ClaimRequest {
             queue: &queue,
@@ -160,9 +161,17 @@ impl Broker {
             subscription_mode: req.subscription_mode.as_str(),
             subscription_from: req.subscription_from.as_deref(),
             holder: &self.config.server_id,
-            hints: &hints,
+            hints: &hints.names,
         };
-        match self.store.claim(&claim).await {
+        let claimed = self.store.claim(&claim).await;
+        if let Ok(c) = &claimed {
+            if !c.drained_hints.is_empty() {
+                let group = req.group.as_str();
+                self.recent
+                    .mark_drained(&queue.name, group, &c.drained_hints, hints.as_of);
+            }
+        }
+        match claimed.map(|c| c.messages) {
             Ok(messages) if messages.is_empty() => PopOutcome::Empty,
             Ok(messages) => {
                 let mut partitions: Vec<Uuid> = messages.iter().map(|m| m.partition_id).collect();

@@ -1,80 +1,213 @@
-//! Partitions written to lately, per queue: where a wildcard pop looks first.
+//! Partitions written to lately, per queue, and which of them each consumer
+//! group has drained: where a wildcard pop looks first.
 //!
 //! A queue may have 10 000 partitions of which a handful hold messages; the
 //! database walk that finds them (`queen.pop_queue`, the floor) passes over
 //! drained partitions. Every push this broker commits, and every
-//! `MESSAGE_AVAILABLE` hint a peer sends, puts its partition at the front of
-//! the queue's short list here; a wildcard pop hands the list to
-//! `queen.pop_queue`, which tries those partitions first (when they have
-//! messages past the group's cursor and no live lease) and walks only if they
-//! do not fill the pop. One pop in [`FLOOR_EVERY`] skips the list, so
-//! partitions that fell off it (or were written through a replica whose hints
-//! were lost) keep being served while the list stays busy.
+//! `MESSAGE_AVAILABLE` hint a peer sends, records its partition here with a
+//! fresh write number. A wildcard pop hands `queen.pop_queue` the group's
+//! candidates (written since the group last found them drained), oldest write
+//! first, so the lanes that waited longest are served first; the database
+//! tries those before walking and reports the hinted partitions it found
+//! drained, which drop out of the group's candidates until they are written
+//! again. Everything here is a hint: the walk stays the floor for partitions
+//! the list misses (lost hints, restarts, lease expiries), and one pop per
+//! [`FLOOR_INTERVAL`] and group goes straight to it.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
-/// Partitions remembered per queue.
-const PER_QUEUE: usize = 32;
-/// Queues remembered; past this the list starts over (it is only a hint).
-const MAX_QUEUES: usize = 10_000;
-/// Every this many wildcard pops, one goes straight to the walk.
-const FLOOR_EVERY: u64 = 4;
+/// Partitions remembered per queue (the least recently written go first).
+const PER_QUEUE: usize = 4_096;
+/// Partitions remembered over all queues; past this the lists start over.
+const MAX_TOTAL: usize = 100_000;
+/// Consumer groups tracked per queue; past this their drained marks start over.
+const MAX_GROUPS: usize = 256;
+/// Candidates handed to one pop.
+const HINTS_PER_POP: usize = 32;
+/// Each group's pops go straight to the walk once per this interval.
+const FLOOR_INTERVAL: Duration = Duration::from_millis(500);
 
-/// Recently written partitions of each queue, newest first.
+/// Recently written partitions of each queue; see the module docs.
 #[derive(Debug, Default)]
 pub struct RecentPartitions {
-    queues: Mutex<HashMap<String, VecDeque<String>>>,
-    pops: AtomicU64,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    queues: HashMap<String, QueueList>,
+    /// Partitions remembered over all queues.
+    total: usize,
+}
+
+#[derive(Debug, Default)]
+struct QueueList {
+    /// Write number of the next recorded write.
+    next_write: u64,
+    /// Partition -> number of its last recorded write.
+    written: HashMap<String, u64>,
+    /// The same, by write number (oldest first).
+    by_write: BTreeMap<u64, String>,
+    groups: HashMap<String, GroupView>,
+}
+
+#[derive(Debug)]
+struct GroupView {
+    /// Every entry written before this was found drained by the group.
+    low: u64,
+    /// Partition -> write number the queue was at when a pop found it drained.
+    drained: HashMap<String, u64>,
+    last_floor: Instant,
+}
+
+/// What a wildcard pop should try first, and when the list was read.
+#[derive(Debug, Default)]
+pub struct Hints {
+    pub names: Vec<String>,
+    /// The queue's write number when the hints were taken: a partition found
+    /// drained counts as drained up to here, not past a later write.
+    pub as_of: u64,
 }
 
 impl RecentPartitions {
     /// `partition` of `queue` just received messages.
     pub fn record(&self, queue: &str, partition: &str) {
-        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        // a push to a known queue allocates nothing unless its partition is new
-        if !queues.contains_key(queue) {
-            if queues.len() >= MAX_QUEUES {
-                queues.clear();
-            }
-            queues.insert(queue.to_owned(), VecDeque::new());
+        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let inner = &mut *guard;
+        if inner.total >= MAX_TOTAL {
+            inner.queues.clear();
+            inner.total = 0;
         }
-        let Some(list) = queues.get_mut(queue) else {
+        // a push to a known queue allocates nothing but its write entry
+        if !inner.queues.contains_key(queue) {
+            inner.queues.insert(queue.to_owned(), QueueList::default());
+        }
+        let Some(list) = inner.queues.get_mut(queue) else {
             return;
         };
-        if list.front().is_some_and(|p| p == partition) {
+        if list.record(partition) {
+            if list.written.len() > PER_QUEUE {
+                list.evict_oldest();
+            } else {
+                inner.total += 1;
+            }
+        }
+    }
+
+    /// The candidates a wildcard pop of `group` on `queue` should try first:
+    /// none once per [`FLOOR_INTERVAL`], so the database walk keeps its share.
+    pub fn hints_for_pop(&self, queue: &str, group: &str) -> Hints {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(list) = inner.queues.get_mut(queue) else {
+            return Hints::default();
+        };
+        list.hints(group, Instant::now())
+    }
+
+    /// A pop of `group` found these hinted partitions of `queue` with nothing
+    /// past its cursor, as of the hints' write number `as_of`.
+    pub fn mark_drained(&self, queue: &str, group: &str, partitions: &[String], as_of: u64) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(list) = inner.queues.get_mut(queue) else {
             return;
+        };
+        let Some(view) = list.groups.get_mut(group) else {
+            return;
+        };
+        for p in partitions {
+            if list.written.contains_key(p) {
+                view.drained.insert(p.clone(), as_of);
+            }
         }
-        if let Some(at) = list.iter().position(|p| p == partition) {
-            list.remove(at);
-        } else if list.len() >= PER_QUEUE {
-            list.pop_back();
-        }
-        list.push_front(partition.to_owned());
-    }
-
-    /// The list a wildcard pop on `queue` should try first: empty for one pop
-    /// in [`FLOOR_EVERY`], so the database walk keeps its share.
-    pub fn hints_for_pop(&self, queue: &str) -> Vec<String> {
-        if self.pops.fetch_add(1, Ordering::Relaxed) % FLOOR_EVERY == FLOOR_EVERY - 1 {
-            return Vec::new();
-        }
-        self.snapshot(queue)
-    }
-
-    fn snapshot(&self, queue: &str) -> Vec<String> {
-        let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        queues
-            .get(queue)
-            .map(|l| l.iter().cloned().collect())
-            .unwrap_or_default()
     }
 
     /// A deleted queue's list goes with it.
     pub fn forget(&self, queue: &str) {
-        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
-        queues.remove(queue);
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(list) = inner.queues.remove(queue) {
+            inner.total -= list.written.len();
+        }
+    }
+}
+
+impl QueueList {
+    /// Records a write; true if the partition is new to the list.
+    fn record(&mut self, partition: &str) -> bool {
+        let seq = self.next_write;
+        self.next_write += 1;
+        match self.written.get_mut(partition) {
+            Some(old) => {
+                let name = self
+                    .by_write
+                    .remove(old)
+                    .unwrap_or_else(|| partition.to_owned());
+                *old = seq;
+                self.by_write.insert(seq, name);
+                false
+            }
+            None => {
+                self.written.insert(partition.to_owned(), seq);
+                self.by_write.insert(seq, partition.to_owned());
+                true
+            }
+        }
+    }
+
+    fn evict_oldest(&mut self) {
+        if let Some((_, name)) = self.by_write.pop_first() {
+            self.written.remove(&name);
+            for view in self.groups.values_mut() {
+                view.drained.remove(&name);
+            }
+        }
+    }
+
+    fn hints(&mut self, group: &str, now: Instant) -> Hints {
+        let as_of = self.next_write;
+        if !self.groups.contains_key(group) {
+            if self.groups.len() >= MAX_GROUPS {
+                self.groups.clear();
+            }
+            let view = GroupView {
+                low: 0,
+                drained: HashMap::new(),
+                last_floor: now,
+            };
+            self.groups.insert(group.to_owned(), view);
+        }
+        let Some(view) = self.groups.get_mut(group) else {
+            return Hints::default();
+        };
+        if now.duration_since(view.last_floor) >= FLOOR_INTERVAL {
+            view.last_floor = now;
+            return Hints {
+                names: Vec::new(),
+                as_of,
+            };
+        }
+        let mut names = Vec::new();
+        let mut prefix_drained = true;
+        let mut new_low = view.low;
+        for (&seq, name) in self.by_write.range(view.low..) {
+            let drained = view.drained.get(name).is_some_and(|&at| at > seq);
+            if drained {
+                if prefix_drained {
+                    // every write up to here is drained: stop looking at them
+                    view.drained.remove(name);
+                    new_low = seq + 1;
+                }
+                continue;
+            }
+            prefix_drained = false;
+            names.push(name.clone());
+            if names.len() == HINTS_PER_POP {
+                break;
+            }
+        }
+        view.low = new_low;
+        Hints { names, as_of }
     }
 }
 
@@ -82,29 +215,84 @@ impl RecentPartitions {
 mod tests {
     use super::*;
 
+    fn hints(r: &RecentPartitions, group: &str) -> Vec<String> {
+        r.hints_for_pop("q", group).names
+    }
+
     #[test]
-    fn newest_first_without_repeats_and_bounded() {
+    fn oldest_write_first_without_repeats_and_bounded() {
         let r = RecentPartitions::default();
         for p in ["a", "b", "a", "c"] {
             r.record("q", p);
         }
-        assert_eq!(r.snapshot("q"), ["c", "a", "b"]);
-        for i in 0..100 {
+        assert_eq!(hints(&r, "g"), ["b", "a", "c"]);
+        for i in 0..PER_QUEUE + 10 {
             r.record("q", &format!("p{i}"));
         }
-        let list = r.snapshot("q");
-        assert_eq!(list.len(), PER_QUEUE);
-        assert_eq!(list[0], "p99");
-        assert!(r.snapshot("other").is_empty());
+        let list = hints(&r, "g");
+        assert_eq!(list.len(), HINTS_PER_POP);
+        // a, b, c and p0..p9 fell off the front
+        assert_eq!(list[0], "p10");
+        assert!(hints(&r, "other-queue-group").len() == HINTS_PER_POP);
+        assert!(r.hints_for_pop("other", "g").names.is_empty());
         r.forget("q");
-        assert!(r.snapshot("q").is_empty());
+        assert!(hints(&r, "g").is_empty());
+        assert_eq!(r.inner.lock().unwrap().total, 0);
     }
 
     #[test]
-    fn one_pop_in_four_goes_to_the_walk() {
+    fn drained_partitions_drop_out_until_written_again() {
+        let r = RecentPartitions::default();
+        for p in ["a", "b", "c"] {
+            r.record("q", p);
+        }
+        let h = r.hints_for_pop("q", "g1");
+        assert_eq!(h.names, ["a", "b", "c"]);
+        r.mark_drained("q", "g1", &["a".to_owned(), "c".to_owned()], h.as_of);
+        assert_eq!(hints(&r, "g1"), ["b"]);
+        // another group still sees everything
+        assert_eq!(hints(&r, "g2"), ["a", "b", "c"]);
+        // a write after the hints were taken brings the partition back
+        let h = r.hints_for_pop("q", "g1");
+        r.record("q", "c");
+        r.mark_drained("q", "g1", &["b".to_owned(), "c".to_owned()], h.as_of);
+        assert_eq!(hints(&r, "g1"), ["c"]);
+        r.record("q", "a");
+        assert_eq!(hints(&r, "g1"), ["c", "a"]);
+    }
+
+    #[test]
+    fn each_group_goes_to_the_walk_once_per_interval() {
         let r = RecentPartitions::default();
         r.record("q", "a");
-        let empty = (0..8).filter(|_| r.hints_for_pop("q").is_empty()).count();
-        assert_eq!(empty, 2);
+        let t0 = Instant::now();
+        let mut inner = r.inner.lock().unwrap();
+        let list = inner.queues.get_mut("q").unwrap();
+        assert_eq!(list.hints("g", t0).names, ["a"]);
+        assert_eq!(list.hints("g", t0 + FLOOR_INTERVAL / 2).names, ["a"]);
+        assert!(list.hints("g", t0 + FLOOR_INTERVAL).names.is_empty());
+        assert_eq!(list.hints("g", t0 + FLOOR_INTERVAL * 3 / 2).names, ["a"]);
+        assert_eq!(list.hints("h", t0 + FLOOR_INTERVAL).names, ["a"]);
+    }
+
+    #[test]
+    fn the_total_is_bounded_over_queues() {
+        let r = RecentPartitions::default();
+        for q in 0..30 {
+            for p in 0..PER_QUEUE {
+                r.record(&format!("q{q}"), &format!("p{p}"));
+            }
+        }
+        let total = r.inner.lock().unwrap().total;
+        assert!(total <= MAX_TOTAL, "{total}");
+        let counted: usize = r
+            .inner
+            .lock()
+            .unwrap()
+            .queues
+            .values()
+            .map(|l| l.written.len())
+            .sum();
+        assert_eq!(total, counted);
     }
 }

@@ -114,6 +114,14 @@ pub struct ClaimRequest<'a> {
     pub hints: &'a [String],
 }
 
+/// What a pop claimed.
+#[derive(Debug, Default)]
+pub struct Claim {
+    pub messages: Vec<ClaimedMessage>,
+    /// Wildcard pops: hinted partitions with nothing past the group's cursor.
+    pub drained_hints: Vec<String>,
+}
+
 /// A message handed out by a pop.
 #[derive(Debug, Clone)]
 pub struct ClaimedMessage {
@@ -462,7 +470,7 @@ impl Store {
     }
 
     /// Claims messages for a consumer group; see `queen.claim_partition`/`queen.pop_queue`.
-    pub async fn claim(&self, req: &ClaimRequest<'_>) -> Result<Vec<ClaimedMessage>, StoreError> {
+    pub async fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         let client = self.client().await?;
         let o = &req.queue.options;
         let rows = match req.partition {
@@ -500,7 +508,7 @@ impl Store {
             None => {
                 let stmt = client
                     .prepare_cached(
-                        "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                        "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true)",
                     )
                     .await?;
                 client
@@ -526,20 +534,26 @@ impl Store {
                     .await?
             }
         };
-        Ok(rows
-            .iter()
-            .map(|r| ClaimedMessage {
+        let mut claim = Claim::default();
+        for r in &rows {
+            // a wildcard pop's marker row: a hinted partition found drained
+            let Some(offset) = r.get::<_, Option<i64>>(2) else {
+                claim.drained_hints.push(r.get(1));
+                continue;
+            };
+            claim.messages.push(ClaimedMessage {
                 partition_id: r.get(0),
                 partition_name: r.get(1),
-                offset: r.get(2),
+                offset,
                 message_id: r.get(3),
                 transaction_id: r.get(4),
                 trace_id: r.get(5),
                 payload: r.get(6),
                 producer_sub: r.get(7),
                 created_at: r.get(8),
-            })
-            .collect())
+            });
+        }
+        Ok(claim)
     }
 
     /// Applies acknowledgements for one group; see `queen.ack_batch`.

@@ -537,3 +537,101 @@ async fn wildcard_pops_serve_hinted_and_unhinted_partitions_exactly_once() {
     seen.sort();
     assert_eq!(seen, want, "every partition served exactly once");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wildcard_pops_report_drained_hints_and_skip_leased_ones() {
+    // queen.pop_queue with p_report_drained: hinted partitions with nothing
+    // past the group's cursor (or unknown) come back as marker rows; a leased
+    // partition is not drained and is not reported.
+    let (db, b) = setup().await;
+    let queue = unique("drained");
+    push_numbered(&b, &queue, "a", "a", 2).await;
+    push_numbered(&b, &queue, "b", "b", 1).await;
+    let body = pop_ok(&b, &pop_path(&queue, Some("b"), "consumerGroup=g")).await;
+    ack(&b, &messages(&body)[0], "completed", None).await;
+
+    let client = db.client().await.expect("db client");
+    let pop = "SELECT partition_name, msg_offset, transaction_id
+               FROM queen.queues q,
+                    queen.pop_queue(q.id, q.name, 'g', 1, 1, gen_random_uuid(), 60, false, 0, 0,
+                                    'all', NULL, 'test', ARRAY['b', 'a', 'zz'], $2)
+               WHERE q.name = $1";
+    let rows = |report: bool| {
+        let client = &client;
+        let queue = &queue;
+        async move {
+            let mut rows: Vec<(String, Option<i64>, Option<String>)> = client
+                .query(pop, &[queue, &report])
+                .await
+                .expect("pop_queue")
+                .iter()
+                .map(|r| (r.get(0), r.get(1), r.get(2)))
+                .collect();
+            rows.sort();
+            rows
+        }
+    };
+    assert_eq!(
+        rows(true).await,
+        vec![
+            ("a".to_owned(), Some(1), Some("a-0".to_owned())),
+            ("b".to_owned(), None, None),
+            ("zz".to_owned(), None, None),
+        ]
+    );
+    // `a` is leased now: neither claimable nor drained
+    assert_eq!(
+        rows(true).await,
+        vec![("b".to_owned(), None, None), ("zz".to_owned(), None, None)]
+    );
+    // the previous version's call never reports
+    let old = client
+        .query(
+            "SELECT count(*) FROM queen.queues q,
+                    queen.pop_queue(q.id, q.name, 'g', 1, 1, gen_random_uuid(), 60,
+                                    false, 0, 0, 'all', NULL, 'test', ARRAY['b', 'zz'])
+             WHERE q.name = $1",
+            &[&queue],
+        )
+        .await
+        .expect("14-argument pop_queue");
+    assert_eq!(old[0].get::<_, i64>(0), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_messages_are_skipped_at_the_end_of_a_batch_too() {
+    // The lease of a batch ends at its last delivered message: a deleted
+    // message after it must not stop the lease from completing.
+    let (db, b) = setup().await;
+    let queue = unique("deltail");
+    push_numbered(&b, &queue, "p", "m", 3).await;
+    let client = db.client().await.expect("db client");
+    let pid = partition_id(&client, &queue, "p").await;
+    let (status, _) = b.delete(&format!("/api/v1/messages/{pid}/m-2")).await;
+    assert_eq!(status, StatusCode::OK);
+
+    let body = pop_ok(&b, &pop_path(&queue, Some("p"), "batch=10")).await;
+    assert_eq!(txn_ids(&body), vec!["m-0", "m-1"]);
+    for m in messages(&body) {
+        ack(&b, &m, "completed", None).await;
+    }
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((2, false))
+    );
+
+    // everything left is deleted: the cursor steps over it, nothing is leased
+    push_numbered(&b, &queue, "p", "n", 2).await;
+    for t in ["n-0", "n-1"] {
+        let (status, _) = b.delete(&format!("/api/v1/messages/{pid}/{t}")).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    pop_empty(&b, &pop_path(&queue, Some("p"), "batch=10")).await;
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((5, false))
+    );
+    push_numbered(&b, &queue, "p", "o", 1).await;
+    let body = pop_ok(&b, &pop_path(&queue, Some("p"), "batch=10")).await;
+    assert_eq!(txn_ids(&body), vec!["o-0"]);
+}
