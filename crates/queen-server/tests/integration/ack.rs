@@ -408,4 +408,31 @@ async fn batched_completed_acks_match_one_by_one_semantics() {
         cursor(&client, pid, "__QUEUE_MODE__").await,
         Some((5, true))
     );
+    // mixed, under a foreign lease: the committed item succeeds, the other is
+    // refused, and the cursor stays where the real lease's ack put it
+    let real = body["leaseId"].as_str().unwrap().to_owned();
+    let popped = messages(&body);
+    let mut first = ack_item(&popped[0], "completed", None);
+    first["leaseId"] = json!(real);
+    let (_, r) = b
+        .post(
+            "/api/v1/ack/batch",
+            &json!({ "consumerGroup": null, "acknowledgments": [first] }),
+        )
+        .await;
+    assert_eq!(r[0]["success"], true, "{r}");
+    let (_, r) = b
+        .post(
+            "/api/v1/ack/batch",
+            &json!({ "consumerGroup": null, "acknowledgments": items }),
+        )
+        .await;
+    assert_eq!(r[0]["success"], true, "{r}");
+    assert_eq!(r[1]["success"], false, "{r}");
+    assert_eq!(r[1]["error"], "Invalid or expired lease", "{r}");
+    assert_eq!(r[0]["leaseReleased"], false, "{r}");
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((6, true))
+    );
 }
