@@ -33,6 +33,8 @@ pub struct Metrics {
     /// Disk spool: records accepted, and records replayed into PostgreSQL.
     pub spool_buffered: IntCounter,
     pub spool_drained: IntCounter,
+    /// Hinted partitions wildcard pops found drained (see `broker/recent.rs`).
+    pub pop_hints_drained: IntCounter,
     /// Per mesh peer: connected (0/1), hints sent, dropped, reconnects.
     pub mesh_peer: prometheus::IntGaugeVec,
     /// 1 for the mesh authentication mode in force.
@@ -202,6 +204,11 @@ impl Default for Metrics {
                 &registry,
                 "queen_spool_drained_total",
                 "spooled records replayed into PostgreSQL",
+            ),
+            pop_hints_drained: counter(
+                &registry,
+                "queen_pop_hints_drained_total",
+                "hinted partitions a wildcard pop found drained (they leave the group's candidates until written again)",
             ),
             registry,
             rate_window: Mutex::new(RateWindow {

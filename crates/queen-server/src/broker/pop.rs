@@ -167,6 +167,9 @@ impl Broker {
         if let Ok(c) = &claimed {
             if !c.drained_hints.is_empty() {
                 let group = req.group.as_str();
+                self.metrics
+                    .pop_hints_drained
+                    .inc_by(c.drained_hints.len() as u64);
                 self.recent
                     .mark_drained(&queue.name, group, &c.drained_hints, hints.as_of);
             }

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
+use queen_testkit::TestBroker;
+
 use crate::common::*;
 
 const MESSAGE_KEYS: [&str; 10] = [
@@ -634,4 +636,75 @@ async fn deleted_messages_are_skipped_at_the_end_of_a_batch_too() {
     push_numbered(&b, &queue, "p", "o", 1).await;
     let body = pop_ok(&b, &pop_path(&queue, Some("p"), "batch=10")).await;
     assert_eq!(txn_ids(&body), vec!["o-0"]);
+}
+
+/// `queen_pop_hints_drained_total` of the broker.
+async fn hints_drained(b: &TestBroker) -> f64 {
+    let text = b
+        .http
+        .get(b.url("/metrics/prometheus"))
+        .send()
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("scrape body");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("queen_pop_hints_drained_total "))
+        .unwrap_or_else(|| panic!("counter missing from {text}"));
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drained_hints_leave_the_candidates_until_written_again() {
+    // The broker's list of written partitions: a wildcard pop hints the
+    // group's candidates, the database reports the drained ones, and they
+    // are not hinted (nor reported) again until a push writes to them.
+    let (_db, b) = setup().await;
+    let queue = unique("cand");
+    push_numbered(&b, &queue, "a", "a", 1).await;
+    push_numbered(&b, &queue, "b", "b", 1).await;
+    let path = pop_path(&queue, None, "consumerGroup=g&batch=1");
+    let before = hints_drained(&b).await;
+    for _ in 0..2 {
+        let body = pop_ok(&b, &path).await;
+        ack(&b, &messages(&body)[0], "completed", None).await;
+    }
+    // one pop per 500 ms per group skips the hints: a few tries find one that uses them
+    let mut reported = before;
+    for _ in 0..10 {
+        pop_empty(&b, &path).await;
+        reported = hints_drained(&b).await;
+        if reported - before >= 2.0 {
+            break;
+        }
+    }
+    assert_eq!(reported - before, 2.0, "a and b reported drained once");
+    for _ in 0..5 {
+        pop_empty(&b, &path).await;
+    }
+    assert_eq!(
+        hints_drained(&b).await,
+        reported,
+        "drained hints are not sent again"
+    );
+
+    push_numbered(&b, &queue, "a", "a2", 1).await;
+    let body = pop_ok(&b, &path).await;
+    assert_eq!(txn_ids(&body), vec!["a2-0"]);
+    ack(&b, &messages(&body)[0], "completed", None).await;
+    let mut again = reported;
+    for _ in 0..10 {
+        pop_empty(&b, &path).await;
+        again = hints_drained(&b).await;
+        if again > reported {
+            break;
+        }
+    }
+    assert_eq!(
+        again - reported,
+        1.0,
+        "written again, drained again: reported once more"
+    );
 }
