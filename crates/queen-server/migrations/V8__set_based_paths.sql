@@ -11,8 +11,13 @@
 -- nothing past the group's cursor comes back as a marker row (partition id
 -- and name, every message column NULL) before the messages, so the broker
 -- stops hinting it for that group until it is written again
--- (broker/recent.rs). The 14-argument form (previous version) stays as a
--- wrapper that never reports, for brokers of that version during a rolling
+-- (broker/recent.rs). It also gains p_walk: without it the pop tries only
+-- the hints. At 10 000 partitions a walk that finds nothing costs tens of
+-- milliseconds, and every consumer woken by a push walked after losing the
+-- race for the one new partition; the broker now lets a pop walk only when
+-- walks of its group lately found work, or once per interval as the floor.
+-- The 14-argument form (previous version) stays as a wrapper that never
+-- reports and always walks, for brokers of that version during a rolling
 -- upgrade.
 
 CREATE OR REPLACE FUNCTION queen.claim_partition(
@@ -245,7 +250,8 @@ CREATE FUNCTION queen.pop_queue(
     p_sub_from         text,
     p_holder           text,
     p_hints            text[],     -- partition names, in the order to try them
-    p_report_drained   boolean
+    p_report_drained   boolean,
+    p_walk             boolean     -- false: only the hints, no walk
 ) RETURNS TABLE (partition_id uuid, partition_name text, msg_offset bigint, message_id uuid,
                  transaction_id text, trace_id uuid, payload text, producer_sub text,
                  created_at timestamptz)
@@ -263,7 +269,7 @@ DECLARE
     v_k       integer;
     j         integer;
 BEGIN
-    FOR v_pass IN 1 .. 2 LOOP
+    FOR v_pass IN 1 .. CASE WHEN p_walk THEN 2 ELSE 1 END LOOP
         IF v_pass = 1 THEN
             CONTINUE WHEN coalesce(cardinality(p_hints), 0) = 0;
             -- hinted partitions with messages past the group's cursor and no
@@ -345,7 +351,7 @@ CREATE OR REPLACE FUNCTION queen.pop_queue(
 LANGUAGE sql AS $$
     SELECT * FROM queen.pop_queue(p_queue_id, p_queue_name, p_group, p_batch, p_max_partitions,
                                   p_lease_id, p_lease_seconds, p_auto_ack, p_delay_seconds,
-                                  p_window_seconds, p_sub_mode, p_sub_from, p_holder, p_hints, false)
+                                  p_window_seconds, p_sub_mode, p_sub_from, p_holder, p_hints, false, true)
 $$;
 
 -- ack_batch: unchanged from V5 except its fast path (a partition whose items

@@ -150,6 +150,10 @@ impl Broker {
             Some(_) => Hints::default(),
             None => self.recent.hints_for_pop(&queue.name, req.group.as_str()),
         };
+        if partition.is_none() && hints.names.is_empty() && !hints.walk {
+            // nothing listed for this group, and its walks lately found nothing
+            return PopOutcome::Empty;
+        }
         let claim = ClaimRequest {
             queue: &queue,
             partition: partition.map(PartitionName::as_str),
@@ -162,8 +166,25 @@ impl Broker {
             subscription_from: req.subscription_from.as_deref(),
             holder: &self.config.server_id,
             hints: &hints.names,
+            walk: hints.walk,
         };
         let claimed = self.store.claim(&claim).await;
+        if let (Ok(c), None, true) = (&claimed, partition, hints.walk) {
+            // the walk runs when the hints do not fill the pop: the partitions
+            // it claimed from (those that were not hinted) tell whether it
+            // found anything the list does not know
+            let mut walked: Vec<&str> = Vec::new();
+            for m in &c.messages {
+                let p = m.partition_name.as_str();
+                if walked.last() != Some(&p) && !hints.names.iter().any(|h| h == p) {
+                    walked.push(p);
+                }
+            }
+            if !walked.is_empty() || c.messages.is_empty() {
+                self.recent
+                    .walk_result(&queue.name, req.group.as_str(), &walked);
+            }
+        }
         if let Ok(c) = &claimed {
             if !c.drained_hints.is_empty() {
                 let group = req.group.as_str();

@@ -11,8 +11,9 @@
 //! tries those before walking and reports the hinted partitions it found
 //! drained, which drop out of the group's candidates until they are written
 //! again. Everything here is a hint: the walk stays the floor for partitions
-//! the list misses (lost hints, restarts, lease expiries), and one pop per
-//! [`FLOOR_INTERVAL`] and group goes straight to it.
+//! the list misses (lost hints, restarts, lease expiries): one pop per
+//! [`FLOOR_INTERVAL`] and group goes straight to it, and pops whose hints do
+//! not fill them walk too, for as long as the group's walks find work.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -60,15 +61,30 @@ struct GroupView {
     /// Partition -> write number the queue was at when a pop found it drained.
     drained: HashMap<String, u64>,
     last_floor: Instant,
+    /// Whether the last walk of this group's pops found work.
+    walk_found: bool,
 }
 
 /// What a wildcard pop should try first, and when the list was read.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Hints {
     pub names: Vec<String>,
     /// The queue's write number when the hints were taken: a partition found
     /// drained counts as drained up to here, not past a later write.
     pub as_of: u64,
+    /// Whether the pop may walk the queue when the hints do not fill it.
+    pub walk: bool,
+}
+
+impl Default for Hints {
+    /// Nothing listed: the walk is the only way to find work.
+    fn default() -> Self {
+        Self {
+            names: Vec::new(),
+            as_of: 0,
+            walk: true,
+        }
+    }
 }
 
 impl RecentPartitions {
@@ -123,6 +139,26 @@ impl RecentPartitions {
         }
     }
 
+    /// A wildcard pop of `group` on `queue` walked and claimed from the
+    /// partitions `walked` (none: the walk found nothing). Only partitions
+    /// missing from the list count as found: work the list already knows
+    /// (written after the hints were taken, or past the first
+    /// [`HINTS_PER_POP`] candidates) will be hinted anyway. Until a walk
+    /// finds such work again, the group's pops walk only once per
+    /// [`FLOOR_INTERVAL`]: at 10 000 partitions a walk that finds nothing
+    /// costs tens of milliseconds of database time, and every consumer a push
+    /// wakes took one after losing the race for the new messages.
+    pub fn walk_result(&self, queue: &str, group: &str, walked: &[&str]) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(list) = inner.queues.get_mut(queue) else {
+            return;
+        };
+        let found = walked.iter().any(|p| !list.written.contains_key(*p));
+        if let Some(view) = list.groups.get_mut(group) {
+            view.walk_found = found;
+        }
+    }
+
     /// A deleted queue's list goes with it.
     pub fn forget(&self, queue: &str) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -174,6 +210,7 @@ impl QueueList {
                 low: 0,
                 drained: HashMap::new(),
                 last_floor: now,
+                walk_found: true,
             };
             self.groups.insert(group.to_owned(), view);
         }
@@ -185,6 +222,7 @@ impl QueueList {
             return Hints {
                 names: Vec::new(),
                 as_of,
+                walk: true,
             };
         }
         let mut names = Vec::new();
@@ -207,7 +245,11 @@ impl QueueList {
             }
         }
         view.low = new_low;
-        Hints { names, as_of }
+        Hints {
+            names,
+            as_of,
+            walk: view.walk_found,
+        }
     }
 }
 
@@ -273,6 +315,35 @@ mod tests {
         assert!(list.hints("g", t0 + FLOOR_INTERVAL).names.is_empty());
         assert_eq!(list.hints("g", t0 + FLOOR_INTERVAL * 3 / 2).names, ["a"]);
         assert_eq!(list.hints("h", t0 + FLOOR_INTERVAL).names, ["a"]);
+    }
+
+    #[test]
+    fn pops_walk_while_walks_find_work_and_at_the_floor_interval() {
+        let r = RecentPartitions::default();
+        assert!(
+            r.hints_for_pop("unlisted", "g").walk,
+            "nothing listed: walk"
+        );
+        r.record("q", "a");
+        let t0 = Instant::now();
+        {
+            let mut inner = r.inner.lock().unwrap();
+            assert!(inner.queues.get_mut("q").unwrap().hints("g", t0).walk);
+        }
+        // a walk that found only listed partitions (or nothing) stops the walks
+        r.walk_result("q", "g", &["a"]);
+        let mut inner = r.inner.lock().unwrap();
+        let list = inner.queues.get_mut("q").unwrap();
+        let h = list.hints("g", t0 + FLOOR_INTERVAL / 2);
+        assert!(!h.walk && h.names == ["a"]);
+        let h = list.hints("g", t0 + FLOOR_INTERVAL);
+        assert!(h.walk && h.names.is_empty(), "the floor walks regardless");
+        assert!(list.hints("other", t0).walk, "per group");
+        drop(inner);
+        r.walk_result("q", "g", &["a", "unlisted"]);
+        assert!(r.hints_for_pop("q", "g").walk);
+        r.walk_result("q", "g", &[]);
+        assert!(!r.hints_for_pop("q", "g").walk);
     }
 
     #[test]

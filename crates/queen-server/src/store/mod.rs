@@ -112,6 +112,9 @@ pub struct ClaimRequest<'a> {
     pub holder: &'a str,
     /// Wildcard pops: partitions written to lately, tried before the walk.
     pub hints: &'a [String],
+    /// Wildcard pops: whether the database may walk the queue when the
+    /// hints do not fill the pop.
+    pub walk: bool,
 }
 
 /// What a pop claimed.
@@ -508,7 +511,7 @@ impl Store {
             None => {
                 let stmt = client
                     .prepare_cached(
-                        "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true)",
+                        "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15)",
                     )
                     .await?;
                 client
@@ -529,6 +532,7 @@ impl Store {
                             &req.subscription_from,
                             &req.holder,
                             &req.hints,
+                            &req.walk,
                         ],
                     )
                     .await?

@@ -556,7 +556,7 @@ async fn wildcard_pops_report_drained_hints_and_skip_leased_ones() {
     let pop = "SELECT partition_name, msg_offset, transaction_id
                FROM queen.queues q,
                     queen.pop_queue(q.id, q.name, 'g', 1, 1, gen_random_uuid(), 60, false, 0, 0,
-                                    'all', NULL, 'test', ARRAY['b', 'a', 'zz'], $2)
+                                    'all', NULL, 'test', ARRAY['b', 'a', 'zz'], $2, true)
                WHERE q.name = $1";
     let rows = |report: bool| {
         let client = &client;
@@ -585,6 +585,32 @@ async fn wildcard_pops_report_drained_hints_and_skip_leased_ones() {
     assert_eq!(
         rows(true).await,
         vec![("b".to_owned(), None, None), ("zz".to_owned(), None, None)]
+    );
+    // without the walk only hinted partitions are claimed
+    push_numbered(&b, &queue, "c", "c", 1).await;
+    let walk = |walk: bool| {
+        let client = &client;
+        let queue = &queue;
+        async move {
+            let rows = client
+                .query(
+                    "SELECT m.partition_name, m.msg_offset FROM queen.queues q,
+                            queen.pop_queue(q.id, q.name, 'g', 1, 1, gen_random_uuid(), 60, false,
+                                            0, 0, 'all', NULL, 'test', ARRAY['b'], true, $2) m
+                     WHERE q.name = $1",
+                    &[queue, &walk],
+                )
+                .await
+                .expect("pop_queue");
+            rows.iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect::<Vec<(String, Option<i64>)>>()
+        }
+    };
+    assert_eq!(walk(false).await, vec![("b".to_owned(), None)]);
+    assert_eq!(
+        walk(true).await,
+        vec![("b".to_owned(), None), ("c".to_owned(), Some(1))]
     );
     // the previous version's call never reports
     let old = client
