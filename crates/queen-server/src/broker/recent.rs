@@ -140,22 +140,57 @@ impl RecentPartitions {
     }
 
     /// A wildcard pop of `group` on `queue` walked and claimed from the
-    /// partitions `walked` (none: the walk found nothing). Only partitions
-    /// missing from the list count as found: work the list already knows
-    /// (written after the hints were taken, or past the first
-    /// [`HINTS_PER_POP`] candidates) will be hinted anyway. Until a walk
-    /// finds such work again, the group's pops walk only once per
+    /// partitions `walked` (none: the walk found nothing). Work the list
+    /// already counts as a candidate (written after the hints were taken, or
+    /// past the first [`HINTS_PER_POP`] candidates) will be hinted anyway;
+    /// only work the list does not know re-enables walking. Until a walk finds
+    /// such work again, the group's pops walk only once per
     /// [`FLOOR_INTERVAL`]: at 10 000 partitions a walk that finds nothing
     /// costs tens of milliseconds of database time, and every consumer a push
-    /// wakes took one after losing the race for the new messages.
+    /// wakes took one after losing the race for the new messages. Work in a
+    /// partition the group had found drained means its cursors moved back
+    /// (a seek or a group deletion, possibly through another replica): the
+    /// group's view starts over.
     pub fn walk_result(&self, queue: &str, group: &str, walked: &[&str]) {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(list) = inner.queues.get_mut(queue) else {
             return;
         };
-        let found = walked.iter().any(|p| !list.written.contains_key(*p));
-        if let Some(view) = list.groups.get_mut(group) {
-            view.walk_found = found;
+        let Some(view) = list.groups.get_mut(group) else {
+            return;
+        };
+        let mut unlisted = false;
+        for p in walked {
+            match list.written.get(*p) {
+                None => unlisted = true,
+                Some(&seq) => {
+                    let drained =
+                        seq < view.low || view.drained.get(*p).is_some_and(|&at| at > seq);
+                    if drained {
+                        list.groups.remove(group);
+                        return;
+                    }
+                }
+            }
+        }
+        view.walk_found = unlisted;
+    }
+
+    /// The cursors of `group` moved back or were deleted (on `queue`, or on
+    /// every queue): forget which partitions it had drained.
+    pub fn forget_group(&self, queue: Option<&str>, group: &str) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        match queue {
+            Some(q) => {
+                if let Some(list) = inner.queues.get_mut(q) {
+                    list.groups.remove(group);
+                }
+            }
+            None => {
+                for list in inner.queues.values_mut() {
+                    list.groups.remove(group);
+                }
+            }
         }
     }
 
@@ -344,6 +379,31 @@ mod tests {
         assert!(r.hints_for_pop("q", "g").walk);
         r.walk_result("q", "g", &[]);
         assert!(!r.hints_for_pop("q", "g").walk);
+    }
+
+    #[test]
+    fn work_in_a_drained_partition_or_a_forgotten_group_starts_the_view_over() {
+        let r = RecentPartitions::default();
+        r.record("q", "a");
+        r.record("q", "b");
+        let h = r.hints_for_pop("q", "g");
+        r.mark_drained("q", "g", &h.names, h.as_of);
+        r.walk_result("q", "g", &[]);
+        let h = r.hints_for_pop("q", "g");
+        assert!(h.names.is_empty() && !h.walk);
+        // a seek through another replica: the floor walk claims from `a`
+        r.walk_result("q", "g", &["a"]);
+        let h = r.hints_for_pop("q", "g");
+        assert!(h.walk && h.names == ["a", "b"], "{h:?}");
+        // a seek through this replica
+        r.mark_drained("q", "g", &h.names, h.as_of);
+        r.walk_result("q", "g", &[]);
+        r.forget_group(Some("q"), "g");
+        let h = r.hints_for_pop("q", "g");
+        assert!(h.walk && h.names == ["a", "b"], "{h:?}");
+        r.mark_drained("q", "g", &h.names, h.as_of);
+        r.forget_group(None, "g");
+        assert_eq!(r.hints_for_pop("q", "g").names, ["a", "b"]);
     }
 
     #[test]

@@ -245,6 +245,47 @@ pub async fn cursor(
         .map(|r| (r.get(0), r.get(1)))
 }
 
+/// The broker's `/metrics/prometheus` page.
+pub async fn prometheus_text(b: &TestBroker) -> String {
+    b.http
+        .get(b.url("/metrics/prometheus"))
+        .send()
+        .await
+        .expect("scrape")
+        .text()
+        .await
+        .expect("scrape body")
+}
+
+/// The value of the unlabelled metric `name` on the broker's Prometheus page.
+pub async fn prometheus_value(b: &TestBroker, name: &str) -> Option<f64> {
+    let text = prometheus_text(b).await;
+    text.lines()
+        .filter_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .find_map(|v| v.trim().parse().ok())
+}
+
+/// Consumes everything of `queue` for `group` through wildcard pops, then
+/// pops empty a few times so the broker has marked the partitions drained.
+pub async fn drain_group(b: &TestBroker, queue: &str, group: &str) -> Vec<String> {
+    let path = pop_path(queue, None, &format!("consumerGroup={group}&batch=10"));
+    let mut seen = Vec::new();
+    loop {
+        let (status, body) = b.get(&path).await;
+        if status == StatusCode::NO_CONTENT {
+            break;
+        }
+        seen.extend(txn_ids(&body));
+        for m in messages(&body) {
+            ack(b, &m, "completed", None).await;
+        }
+    }
+    for _ in 0..3 {
+        pop_empty(b, &path).await;
+    }
+    seen
+}
+
 /// Sleeps `ms` milliseconds.
 pub async fn sleep_ms(ms: u64) {
     tokio::time::sleep(Duration::from_millis(ms)).await;

@@ -287,16 +287,7 @@ async fn a_killed_peer_is_reconnected_and_drops_are_counted() {
     );
     println!("peer reconnected {:?} after restart", restarted.elapsed());
     // the prometheus surface shows the same counters
-    let text = c
-        .node(0)
-        .http
-        .get(c.node(0).url("/metrics/prometheus"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = prometheus_text(c.node(0)).await;
     assert!(
         text.contains("queen_mesh_peer{peer=") && text.contains("stat=\"reconnects\""),
         "{text}"
@@ -372,17 +363,7 @@ async fn maintenance_reaches_other_replicas_by_hint() {
 /// Reads the flag as this replica applies it right now (its Prometheus gauge),
 /// without making it re-read PostgreSQL.
 async fn pop_maintenance_on_cached(b: &TestBroker) -> bool {
-    let text = b
-        .http
-        .get(b.url("/metrics/prometheus"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .any(|l| l == "queen_pop_maintenance_mode_enabled 1")
+    prometheus_value(b, "queen_pop_maintenance_mode_enabled").await == Some(1.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -528,4 +509,45 @@ async fn a_single_stock_broker_runs_no_mesh() {
     let (_, state) = b.get("/api/v1/system/shared-state").await;
     assert_eq!(state["enabled"], false);
     assert_eq!(state["auth"], "off");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seek_through_another_replica_is_served_by_a_long_poll() {
+    // Broker B has marked the group's partitions drained; the seek happens on
+    // A. B's floor walk finds work in a partition it had marked drained and
+    // starts the group's view over, so the pops right after it find the rest
+    // without waiting for more floor walks.
+    let (_db, c) = cluster(2, &[]).await;
+    let (a, b) = (c.node(0), c.node(1));
+    let queue = unique("xseek");
+    let group = unique("g");
+    let start = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    sleep_ms(50).await;
+    let mut want: Vec<String> = Vec::new();
+    for p in 0..6 {
+        push_numbered(b, &queue, &format!("p{p}"), &format!("p{p}"), 1).await;
+        want.push(format!("p{p}-0"));
+    }
+    let mut seen = drain_group(b, &queue, &group).await;
+    seen.sort();
+    assert_eq!(seen, want);
+    let (status, body) = a
+        .post(
+            &format!("/api/v1/consumer-groups/{group}/queues/{queue}/seek"),
+            &json!({ "timestamp": start }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let waiting = pop_path(
+        &queue,
+        None,
+        &format!("consumerGroup={group}&batch=10&wait=true&timeout=5000"),
+    );
+    let mut seen = txn_ids(&pop_ok(b, &waiting).await);
+    let now = pop_path(&queue, None, &format!("consumerGroup={group}&batch=10"));
+    for _ in 0..5 {
+        seen.extend(txn_ids(&pop_ok(b, &now).await));
+    }
+    seen.sort();
+    assert_eq!(seen, want, "every partition served again");
 }

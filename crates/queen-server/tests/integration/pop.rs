@@ -666,20 +666,9 @@ async fn deleted_messages_are_skipped_at_the_end_of_a_batch_too() {
 
 /// `queen_pop_hints_drained_total` of the broker.
 async fn hints_drained(b: &TestBroker) -> f64 {
-    let text = b
-        .http
-        .get(b.url("/metrics/prometheus"))
-        .send()
+    prometheus_value(b, "queen_pop_hints_drained_total")
         .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("scrape body");
-    let line = text
-        .lines()
-        .find(|l| l.starts_with("queen_pop_hints_drained_total "))
-        .unwrap_or_else(|| panic!("counter missing from {text}"));
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+        .expect("queen_pop_hints_drained_total on the metrics page")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -732,5 +721,44 @@ async fn drained_hints_leave_the_candidates_until_written_again() {
         again - reported,
         1.0,
         "written again, drained again: reported once more"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replays_after_a_seek_or_a_group_deletion_are_served_at_once() {
+    // The broker's drained marks and its "walks find nothing" state must not
+    // hide messages that a cursor moved back makes pending again.
+    let (_db, b) = setup().await;
+    let queue = unique("replay");
+    let group = unique("g");
+    let start = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    sleep_ms(50).await;
+    push_numbered(&b, &queue, "p", "m", 3).await;
+    let all = vec!["m-0", "m-1", "m-2"];
+    assert_eq!(drain_group(&b, &queue, &group).await, all);
+
+    let (status, body) = b
+        .post(
+            &format!("/api/v1/consumer-groups/{group}/queues/{queue}/seek"),
+            &json!({ "timestamp": start }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        drain_group(&b, &queue, &group).await,
+        all,
+        "replayed after a seek"
+    );
+
+    let (status, body) = b
+        .delete(&format!(
+            "/api/v1/consumer-groups/{group}?deleteMetadata=true"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        drain_group(&b, &queue, &group).await,
+        all,
+        "read again after a deletion"
     );
 }

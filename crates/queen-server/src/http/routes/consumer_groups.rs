@@ -157,6 +157,8 @@ async fn delete_cursors(
         .store
         .delete_consumer_group(&group, queue.as_deref(), delete_metadata)
         .await?;
+    // the group starts over: what this broker knew of its drained partitions is void
+    app.broker.recent.forget_group(queue.as_deref(), &group);
     let mut body = json!({
         "success": true,
         "consumerGroup": group,
@@ -226,6 +228,8 @@ pub async fn seek(
         .store
         .seek(&group, row.id, None, to_end, at)
         .await?;
+    // a cursor moved back makes drained partitions pending again
+    app.broker.recent.forget_group(Some(name.as_str()), &group);
     app.broker.waker.notify(name.as_str());
     Ok(Json(json!({
         "success": true,
