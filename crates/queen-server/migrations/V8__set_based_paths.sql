@@ -47,7 +47,7 @@ DECLARE
     v_end     bigint;
     v_stop    bigint;      -- last offset of the deliverable run
     v_hi      bigint;      -- last_offset of the run's last segment
-    v_deleted boolean := false;
+    v_deleted bigint[] := '{}';   -- offsets of the run removed one by one
     v_last    bigint;
     v_count   integer;
     s         record;
@@ -95,8 +95,7 @@ BEGIN
     -- inside the queue's delay ends it (nothing after it is delivered either)
     v_stop := v_start - 1;
     FOR s IN
-        SELECT sg.first_offset, sg.last_offset, sg.created_at,
-               sg.deleted_offsets IS NOT NULL AS has_deleted
+        SELECT sg.first_offset, sg.last_offset, sg.created_at, sg.deleted_offsets
         FROM queen.segments sg
         WHERE sg.partition_id = p_partition_id AND sg.last_offset >= v_start
         ORDER BY sg.last_offset
@@ -106,7 +105,7 @@ BEGIN
                OR (p_delay_seconds > 0 AND s.created_at > now() - make_interval(secs => p_delay_seconds));
         v_stop := least(s.last_offset, v_end);
         v_hi := s.last_offset;
-        v_deleted := v_deleted OR s.has_deleted;
+        v_deleted := v_deleted || coalesce(s.deleted_offsets, '{}');
         EXIT WHEN v_stop = v_end;
     END LOOP;
 
@@ -120,8 +119,7 @@ BEGIN
                        WITH ORDINALITY AS u(mid, txn, tr, pl, ps, n)
             WHERE sg.partition_id = p_partition_id AND sg.last_offset BETWEEN v_start AND v_hi
               AND sg.first_offset + u.n - 1 BETWEEN v_start AND v_stop
-              AND NOT (sg.deleted_offsets IS NOT NULL
-                       AND (sg.first_offset + u.n - 1) = ANY (sg.deleted_offsets))
+              AND NOT ((sg.first_offset + u.n - 1) = ANY (v_deleted))
             ORDER BY 1;
         GET DIAGNOSTICS v_count = ROW_COUNT;
     ELSE
@@ -142,15 +140,9 @@ BEGIN
 
     -- the last delivered offset: the run's end unless deleted messages trail it
     v_last := v_stop;
-    IF v_deleted THEN
-        SELECT max(sg.first_offset + u.n - 1) INTO v_last
-        FROM queen.segments sg
-        CROSS JOIN LATERAL generate_series(1, cardinality(sg.message_ids)) AS u(n)
-        WHERE sg.partition_id = p_partition_id AND sg.last_offset BETWEEN v_start AND v_hi
-          AND sg.first_offset + u.n - 1 BETWEEN v_start AND v_stop
-          AND NOT (sg.deleted_offsets IS NOT NULL
-                   AND (sg.first_offset + u.n - 1) = ANY (sg.deleted_offsets));
-    END IF;
+    WHILE v_last = ANY (v_deleted) LOOP
+        v_last := v_last - 1;
+    END LOOP;
 
     IF p_auto_ack THEN
         UPDATE queen.log_consumers
@@ -279,19 +271,17 @@ BEGIN
                    array_agg(e.id) FILTER (WHERE NOT e.pending),
                    array_agg(e.name) FILTER (WHERE NOT e.pending)
             INTO v_ids, v_names, v_dids, v_dnames
-            FROM (SELECT h.name, h.n, pt.id, lc.last_consumed_at,
-                         coalesce(pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset),
-                                                            pt.low_offset), false) AS pending,
-                         coalesce(pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset),
-                                                            pt.low_offset), false)
-                           AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now()) AS eligible
-                  FROM unnest(p_hints) WITH ORDINALITY AS h(name, n)
-                  LEFT JOIN queen.partitions pt ON pt.queue_id = p_queue_id AND pt.name = h.name
-                  LEFT JOIN LATERAL (
-                      SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
-                      FROM queen.log_consumers l
-                      WHERE l.partition_id = pt.id AND l.consumer_group = p_group
-                      LIMIT 1) lc ON true) e;
+            FROM (SELECT x.*, x.pending AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now()) AS eligible
+                  FROM (SELECT h.name, h.n, pt.id, lc.last_consumed_at, lc.lease_expires_at,
+                               coalesce(pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset),
+                                                                  pt.low_offset), false) AS pending
+                        FROM unnest(p_hints) WITH ORDINALITY AS h(name, n)
+                        LEFT JOIN queen.partitions pt ON pt.queue_id = p_queue_id AND pt.name = h.name
+                        LEFT JOIN LATERAL (
+                            SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
+                            FROM queen.log_consumers l
+                            WHERE l.partition_id = pt.id AND l.consumer_group = p_group
+                            LIMIT 1) lc ON true) x) e;
             IF p_report_drained AND v_dnames IS NOT NULL THEN
                 RETURN QUERY
                     SELECT d.id, d.name, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid,

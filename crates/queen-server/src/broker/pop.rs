@@ -8,7 +8,6 @@ use uuid::Uuid;
 
 use super::long_poll::Backoff;
 use super::{Broker, BrokerError, ANY_QUEUE_KEY};
-use crate::broker::recent::Hints;
 use crate::config::SubscriptionMode;
 use crate::store::{ClaimRequest, ClaimedMessage, StoreError};
 
@@ -146,11 +145,14 @@ impl Broker {
             Err(e) => return PopOutcome::Failed(e),
         };
         let lease_id = Uuid::now_v7();
-        let hints = match partition {
-            Some(_) => Hints::default(),
-            None => self.recent.hints_for_pop(&queue.name, req.group.as_str()),
-        };
-        if partition.is_none() && hints.names.is_empty() && !hints.walk {
+        // wildcard pops try the partitions written to lately first
+        let hints = partition
+            .is_none()
+            .then(|| self.recent.hints_for_pop(&queue.name, req.group.as_str()));
+        if hints
+            .as_ref()
+            .is_some_and(|h| h.names.is_empty() && !h.walk)
+        {
             // nothing listed for this group, and its walks lately found nothing
             return PopOutcome::Empty;
         }
@@ -165,35 +167,15 @@ impl Broker {
             subscription_mode: req.subscription_mode.as_str(),
             subscription_from: req.subscription_from.as_deref(),
             holder: &self.config.server_id,
-            hints: &hints.names,
-            walk: hints.walk,
+            hints: hints.as_ref().map_or(&[], |h| h.names.as_slice()),
+            walk: hints.as_ref().is_none_or(|h| h.walk),
         };
         let claimed = self.store.claim(&claim).await;
-        if let (Ok(c), None, true) = (&claimed, partition, hints.walk) {
-            // the walk runs when the hints do not fill the pop: the partitions
-            // it claimed from (those that were not hinted) tell whether it
-            // found anything the list does not know
-            let mut walked: Vec<&str> = Vec::new();
-            for m in &c.messages {
-                let p = m.partition_name.as_str();
-                if walked.last() != Some(&p) && !hints.names.iter().any(|h| h == p) {
-                    walked.push(p);
-                }
-            }
-            if !walked.is_empty() || c.messages.is_empty() {
-                self.recent
-                    .walk_result(&queue.name, req.group.as_str(), &walked);
-            }
-        }
-        if let Ok(c) = &claimed {
-            if !c.drained_hints.is_empty() {
-                let group = req.group.as_str();
-                self.metrics
-                    .pop_hints_drained
-                    .inc_by(c.drained_hints.len() as u64);
-                self.recent
-                    .mark_drained(&queue.name, group, &c.drained_hints, hints.as_of);
-            }
+        if let (Ok(c), Some(h)) = (&claimed, &hints) {
+            self.metrics
+                .pop_hints_drained
+                .inc_by(c.drained_hints.len() as u64);
+            self.recent.learn(&queue.name, req.group.as_str(), h, c);
         }
         match claimed.map(|c| c.messages) {
             Ok(messages) if messages.is_empty() => PopOutcome::Empty,

@@ -19,6 +19,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use crate::store::Claim;
+
 /// Partitions remembered per queue (the least recently written go first).
 const PER_QUEUE: usize = 4_096;
 /// Partitions remembered over all queues; past this the lists start over.
@@ -63,6 +65,13 @@ struct GroupView {
     last_floor: Instant,
     /// Whether the last walk of this group's pops found work.
     walk_found: bool,
+}
+
+impl GroupView {
+    /// Whether the group found `partition`, last written as `seq`, drained.
+    fn drained(&self, partition: &str, seq: u64) -> bool {
+        seq < self.low || self.drained.get(partition).is_some_and(|&at| at > seq)
+    }
 }
 
 /// What a wildcard pop should try first, and when the list was read.
@@ -115,65 +124,44 @@ impl RecentPartitions {
     /// The candidates a wildcard pop of `group` on `queue` should try first:
     /// none once per [`FLOOR_INTERVAL`], so the database walk keeps its share.
     pub fn hints_for_pop(&self, queue: &str, group: &str) -> Hints {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(list) = inner.queues.get_mut(queue) else {
-            return Hints::default();
-        };
-        list.hints(group, Instant::now())
+        self.with_list(queue, |list| list.hints(group, Instant::now()))
+            .unwrap_or_default()
     }
 
-    /// A pop of `group` found these hinted partitions of `queue` with nothing
-    /// past its cursor, as of the hints' write number `as_of`.
-    pub fn mark_drained(&self, queue: &str, group: &str, partitions: &[String], as_of: u64) {
+    /// Runs `f` on the list of `queue`, if there is one, under the lock.
+    fn with_list<R>(&self, queue: &str, f: impl FnOnce(&mut QueueList) -> R) -> Option<R> {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(list) = inner.queues.get_mut(queue) else {
-            return;
-        };
-        let Some(view) = list.groups.get_mut(group) else {
-            return;
-        };
-        for p in partitions {
-            if list.written.contains_key(p) {
-                view.drained.insert(p.clone(), as_of);
-            }
-        }
+        inner.queues.get_mut(queue).map(f)
     }
 
-    /// A wildcard pop of `group` on `queue` walked and claimed from the
-    /// partitions `walked` (none: the walk found nothing). Work the list
-    /// already counts as a candidate (written after the hints were taken, or
-    /// past the first [`HINTS_PER_POP`] candidates) will be hinted anyway;
-    /// only work the list does not know re-enables walking. Until a walk finds
-    /// such work again, the group's pops walk only once per
-    /// [`FLOOR_INTERVAL`]: at 10 000 partitions a walk that finds nothing
-    /// costs tens of milliseconds of database time, and every consumer a push
-    /// wakes took one after losing the race for the new messages. Work in a
-    /// partition the group had found drained means its cursors moved back
-    /// (a seek or a group deletion, possibly through another replica): the
-    /// group's view starts over.
-    pub fn walk_result(&self, queue: &str, group: &str, walked: &[&str]) {
-        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(list) = inner.queues.get_mut(queue) else {
-            return;
-        };
-        let Some(view) = list.groups.get_mut(group) else {
-            return;
-        };
-        let mut unlisted = false;
-        for p in walked {
-            match list.written.get(*p) {
-                None => unlisted = true,
-                Some(&seq) => {
-                    let drained =
-                        seq < view.low || view.drained.get(*p).is_some_and(|&at| at > seq);
-                    if drained {
-                        list.groups.remove(group);
-                        return;
+    /// What a wildcard pop of `group` on `queue`, given `hints`, claimed:
+    /// the hinted partitions it found drained leave the group's candidates,
+    /// and if it was allowed to walk, the partitions it claimed from outside
+    /// the hints say whether walking is worth it (see [`QueueList::walked`]).
+    pub fn learn(&self, queue: &str, group: &str, hints: &Hints, claim: &Claim) {
+        let walked = hints
+            .walk
+            .then(|| {
+                let mut walked: Vec<&str> = Vec::new();
+                for m in &claim.messages {
+                    let p = m.partition_name.as_str();
+                    if walked.last() != Some(&p) && !hints.names.iter().any(|h| h == p) {
+                        walked.push(p);
                     }
                 }
-            }
+                walked
+            })
+            // messages only from hinted partitions: the walk did not run
+            .filter(|w| !w.is_empty() || claim.messages.is_empty());
+        if walked.is_none() && claim.drained_hints.is_empty() {
+            return;
         }
-        view.walk_found = unlisted;
+        self.with_list(queue, |list| {
+            if let Some(walked) = &walked {
+                list.walked(group, walked);
+            }
+            list.mark_drained(group, &claim.drained_hints, hints.as_of);
+        });
     }
 
     /// The cursors of `group` moved back or were deleted (on `queue`, or on
@@ -235,6 +223,46 @@ impl QueueList {
         }
     }
 
+    fn mark_drained(&mut self, group: &str, partitions: &[String], as_of: u64) {
+        let Some(view) = self.groups.get_mut(group) else {
+            return;
+        };
+        for p in partitions {
+            if self.written.contains_key(p) {
+                view.drained.insert(p.clone(), as_of);
+            }
+        }
+    }
+
+    /// A pop of `group` walked and claimed from the partitions `walked`
+    /// (none: the walk found nothing). Work the list already counts as a
+    /// candidate (written after the hints were taken, or past the first
+    /// [`HINTS_PER_POP`] candidates) will be hinted anyway; only work the list
+    /// does not know re-enables walking. Until a walk finds such work again,
+    /// the group's pops walk only once per [`FLOOR_INTERVAL`]: at 10 000
+    /// partitions a walk that finds nothing costs tens of milliseconds of
+    /// database time, and every consumer a push wakes took one after losing
+    /// the race for the new messages. Work in a partition the group had found
+    /// drained means its cursors moved back (a seek or a group deletion,
+    /// possibly through another replica): the group's view starts over.
+    fn walked(&mut self, group: &str, walked: &[&str]) {
+        let Some(view) = self.groups.get_mut(group) else {
+            return;
+        };
+        let mut unlisted = false;
+        for p in walked {
+            match self.written.get(*p) {
+                None => unlisted = true,
+                Some(&seq) if view.drained(p, seq) => {
+                    self.groups.remove(group);
+                    return;
+                }
+                Some(_) => {}
+            }
+        }
+        view.walk_found = unlisted;
+    }
+
     fn hints(&mut self, group: &str, now: Instant) -> Hints {
         let as_of = self.next_write;
         if !self.groups.contains_key(group) {
@@ -264,8 +292,7 @@ impl QueueList {
         let mut prefix_drained = true;
         let mut new_low = view.low;
         for (&seq, name) in self.by_write.range(view.low..) {
-            let drained = view.drained.get(name).is_some_and(|&at| at > seq);
-            if drained {
+            if view.drained(name, seq) {
                 if prefix_drained {
                     // every write up to here is drained: stop looking at them
                     view.drained.remove(name);
@@ -291,6 +318,17 @@ impl QueueList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The two halves of [`RecentPartitions::learn`], one at a time.
+    impl RecentPartitions {
+        fn mark_drained(&self, queue: &str, group: &str, partitions: &[String], as_of: u64) {
+            self.with_list(queue, |list| list.mark_drained(group, partitions, as_of));
+        }
+
+        fn walk_result(&self, queue: &str, group: &str, walked: &[&str]) {
+            self.with_list(queue, |list| list.walked(group, walked));
+        }
+    }
 
     fn hints(r: &RecentPartitions, group: &str) -> Vec<String> {
         r.hints_for_pop("q", group).names
