@@ -35,6 +35,7 @@ pub struct Metrics {
     pub spool_drained: IntCounter,
     /// Hinted partitions wildcard pops found drained (see `broker/recent.rs`).
     pub pop_hints_drained: IntCounter,
+    pub pop_walks: IntCounter,
     /// Per mesh peer: connected (0/1), hints sent, dropped, reconnects.
     pub mesh_peer: prometheus::IntGaugeVec,
     /// 1 for the mesh authentication mode in force.
@@ -209,6 +210,11 @@ impl Default for Metrics {
                 &registry,
                 "queen_pop_hints_drained_total",
                 "hinted partitions a wildcard pop found drained (they leave the group's candidates until written again)",
+            ),
+            pop_walks: counter(
+                &registry,
+                "queen_pop_walks_total",
+                "wildcard pops that walked the queue's partitions in the database (their hints did not fill them, or none were given)",
             ),
             registry,
             rate_window: Mutex::new(RateWindow {

@@ -175,7 +175,9 @@ impl Broker {
             self.metrics
                 .pop_hints_drained
                 .inc_by(c.drained_hints.len() as u64);
-            self.recent.learn(&queue.name, req.group.as_str(), h, c);
+            if self.recent.learn(&queue.name, req.group.as_str(), h, c) {
+                self.metrics.pop_walks.inc();
+            }
         }
         match claimed.map(|c| c.messages) {
             Ok(messages) if messages.is_empty() => PopOutcome::Empty,

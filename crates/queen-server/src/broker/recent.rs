@@ -13,7 +13,9 @@
 //! again. Everything here is a hint: the walk stays the floor for partitions
 //! the list misses (lost hints, restarts, lease expiries): one pop per
 //! [`FLOOR_INTERVAL`] and group goes straight to it, and pops whose hints do
-//! not fill them walk too, for as long as the group's walks find work.
+//! not fill them walk too, for as long as the group's walks find work. A
+//! partition a walk found work in joins the list as if written, so a backlog
+//! the list missed is served from hints once the walks have seen it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -99,26 +101,8 @@ impl Default for Hints {
 impl RecentPartitions {
     /// `partition` of `queue` just received messages.
     pub fn record(&self, queue: &str, partition: &str) {
-        let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let inner = &mut *guard;
-        if inner.total >= MAX_TOTAL {
-            inner.queues.clear();
-            inner.total = 0;
-        }
-        // a push to a known queue allocates nothing but its write entry
-        if !inner.queues.contains_key(queue) {
-            inner.queues.insert(queue.to_owned(), QueueList::default());
-        }
-        let Some(list) = inner.queues.get_mut(queue) else {
-            return;
-        };
-        if list.record(partition) {
-            if list.written.len() > PER_QUEUE {
-                list.evict_oldest();
-            } else {
-                inner.total += 1;
-            }
-        }
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.record(queue, partition);
     }
 
     /// The candidates a wildcard pop of `group` on `queue` should try first:
@@ -138,7 +122,8 @@ impl RecentPartitions {
     /// the hinted partitions it found drained leave the group's candidates,
     /// and if it was allowed to walk, the partitions it claimed from outside
     /// the hints say whether walking is worth it (see [`QueueList::walked`]).
-    pub fn learn(&self, queue: &str, group: &str, hints: &Hints, claim: &Claim) {
+    /// True if the pop walked.
+    pub fn learn(&self, queue: &str, group: &str, hints: &Hints, claim: &Claim) -> bool {
         let walked = hints
             .walk
             .then(|| {
@@ -154,14 +139,22 @@ impl RecentPartitions {
             // messages only from hinted partitions: the walk did not run
             .filter(|w| !w.is_empty() || claim.messages.is_empty());
         if walked.is_none() && claim.drained_hints.is_empty() {
-            return;
+            return false;
         }
-        self.with_list(queue, |list| {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(list) = inner.queues.get_mut(queue) {
             if let Some(walked) = &walked {
                 list.walked(group, walked);
             }
             list.mark_drained(group, &claim.drained_hints, hints.as_of);
-        });
+        }
+        // Where a walk found work is a candidate from now on, as if written:
+        // after a restart (nothing recorded yet) or with writes this replica
+        // never heard of, the following pops try it first instead of walking.
+        for p in walked.iter().flatten() {
+            inner.record(queue, p);
+        }
+        walked.is_some()
     }
 
     /// The cursors of `group` moved back or were deleted (on `queue`, or on
@@ -187,6 +180,30 @@ impl RecentPartitions {
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(list) = inner.queues.remove(queue) {
             inner.total -= list.written.len();
+        }
+    }
+}
+
+impl Inner {
+    /// Records a write of `partition` to `queue`, within the memory bounds.
+    fn record(&mut self, queue: &str, partition: &str) {
+        if self.total >= MAX_TOTAL {
+            self.queues.clear();
+            self.total = 0;
+        }
+        // a push to a known queue allocates nothing but its write entry
+        if !self.queues.contains_key(queue) {
+            self.queues.insert(queue.to_owned(), QueueList::default());
+        }
+        let Some(list) = self.queues.get_mut(queue) else {
+            return;
+        };
+        if list.record(partition) {
+            if list.written.len() > PER_QUEUE {
+                list.evict_oldest();
+            } else {
+                self.total += 1;
+            }
         }
     }
 }
@@ -442,6 +459,58 @@ mod tests {
         r.mark_drained("q", "g", &h.names, h.as_of);
         r.forget_group(None, "g");
         assert_eq!(r.hints_for_pop("q", "g").names, ["a", "b"]);
+    }
+
+    fn claim_from(partitions: &[&str]) -> Claim {
+        let messages = partitions
+            .iter()
+            .map(|p| crate::store::ClaimedMessage {
+                partition_id: uuid::Uuid::nil(),
+                partition_name: (*p).to_owned(),
+                offset: 1,
+                message_id: uuid::Uuid::nil(),
+                transaction_id: String::new(),
+                trace_id: None,
+                payload: "{}".to_owned(),
+                producer_sub: None,
+                created_at: chrono::Utc::now(),
+            })
+            .collect();
+        Claim {
+            messages,
+            drained_hints: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn partitions_a_walk_found_work_in_become_candidates() {
+        let r = RecentPartitions::default();
+        // after a restart nothing is listed: the pops walk
+        let h = r.hints_for_pop("q", "g");
+        assert!(h.walk && h.names.is_empty());
+        assert!(r.learn("q", "g", &h, &claim_from(&["a"])), "walked");
+        let h = r.hints_for_pop("q", "g");
+        assert!(h.walk && h.names == ["a"], "{h:?}");
+        // a walk that finds unlisted work keeps the walks going and lists it
+        assert!(r.learn("q", "g", &h, &claim_from(&["b"])));
+        let h = r.hints_for_pop("q", "g");
+        assert!(h.walk && h.names == ["a", "b"], "{h:?}");
+        // claims from hinted partitions only: walking stops
+        assert!(r.learn("q", "g", &h, &claim_from(&[])), "an empty walk");
+        let h = r.hints_for_pop("q", "g");
+        assert!(!h.walk && h.names == ["a", "b"], "{h:?}");
+        // a pop that was not allowed to walk teaches nothing about walks
+        assert!(!r.learn("q", "g", &h, &claim_from(&["c"])));
+        let may_walk = Hints {
+            names: vec!["a".to_owned()],
+            as_of: h.as_of,
+            walk: true,
+        };
+        assert!(
+            !r.learn("q", "g", &may_walk, &claim_from(&["a"])),
+            "filled from the hints: no walk ran"
+        );
+        assert_eq!(hints(&r, "g"), ["a", "b"]);
     }
 
     #[test]

@@ -762,3 +762,75 @@ async fn replays_after_a_seek_or_a_group_deletion_are_served_at_once() {
         "read again after a deletion"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_on_a_leased_partition_takes_no_row_lock() {
+    // A pop that loses the race for a partition must not lock the group's
+    // cursor row just to find the lease (V9): the lock writes the tuple.
+    let (db, b) = setup().await;
+    let queue = unique("leased");
+    push_numbered(&b, &queue, "a", "a", 2).await;
+    let body = pop_ok(&b, &pop_path(&queue, Some("a"), "consumerGroup=g&batch=1")).await;
+    assert_eq!(txn_ids(&body), vec!["a-0"]);
+    let pid = partition_id(&db.client().await.expect("db client"), &queue, "a").await;
+
+    let mut first = db.client().await.expect("db client");
+    let tx = first.transaction().await.expect("begin");
+    let claimed = tx
+        .query(
+            "SELECT * FROM queen.claim_partition($1, $2, 'a', 'g', 1, gen_random_uuid(), 60,
+                                                 false, 0, 0, '', 'all', NULL, 'test')",
+            &[&pid, &queue],
+        )
+        .await
+        .expect("claim_partition");
+    assert!(claimed.is_empty(), "the partition is leased");
+    // the failed claim's transaction is still open: the row must be free
+    let other = db.client().await.expect("db client");
+    other
+        .query_one(
+            "SELECT 1 FROM queen.log_consumers
+             WHERE partition_id = $1 AND consumer_group = 'g' FOR UPDATE NOWAIT",
+            &[&pid],
+        )
+        .await
+        .expect("the cursor row is not locked by the failed claim");
+    tx.rollback().await.expect("rollback");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_backlog_the_list_missed_is_served_from_hints_once_walked() {
+    // Broker B never heard of these pushes (no mesh): its first pop walks the
+    // queue, and the partition the walk found work in becomes a candidate, so
+    // the next pops are served from hints instead of walking every time.
+    let (db, a) = setup().await;
+    let other = TestBroker::start(&db).await.expect("second broker");
+    let queue = unique("backlog");
+    const MESSAGES: usize = 30;
+    push_numbered(&a, &queue, "p", "p", MESSAGES).await;
+    let walks = || async {
+        prometheus_value(&other, "queen_pop_walks_total")
+            .await
+            .expect("queen_pop_walks_total on the metrics page")
+    };
+    let before = walks().await;
+    let path = pop_path(&queue, None, "consumerGroup=g&batch=1");
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    for _ in 0..MESSAGES {
+        let body = pop_ok(&other, &path).await;
+        ack(&other, &messages(&body)[0], "completed", None).await;
+        got.extend(txn_ids(&body));
+    }
+    let elapsed_ms = started.elapsed().as_millis() as f64;
+    let want: Vec<String> = (0..MESSAGES).map(|i| format!("p-{i}")).collect();
+    assert_eq!(got, want, "in order, each once");
+    let walked = walks().await - before;
+    // the first pop walks; after that only the floor walk (one per 500 ms per
+    // group) goes to the database walk
+    let bound = 2.0 + (elapsed_ms / 500.0).floor();
+    assert!(
+        walked >= 1.0 && walked <= bound,
+        "{walked} walks for {MESSAGES} pops in {elapsed_ms} ms (at most {bound})"
+    );
+}
