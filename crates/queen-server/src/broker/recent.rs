@@ -127,10 +127,17 @@ impl RecentPartitions {
         let walked = hints
             .walk
             .then(|| {
+                // a claim's messages come partition by partition: look each
+                // partition up in the hints once
                 let mut walked: Vec<&str> = Vec::new();
+                let mut last = None;
                 for m in &claim.messages {
                     let p = m.partition_name.as_str();
-                    if walked.last() != Some(&p) && !hints.names.iter().any(|h| h == p) {
+                    if last == Some(p) {
+                        continue;
+                    }
+                    last = Some(p);
+                    if !hints.names.iter().any(|h| h == p) {
                         walked.push(p);
                     }
                 }

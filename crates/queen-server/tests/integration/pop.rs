@@ -772,9 +772,8 @@ async fn a_claim_on_a_leased_partition_takes_no_row_lock() {
     push_numbered(&b, &queue, "a", "a", 2).await;
     let body = pop_ok(&b, &pop_path(&queue, Some("a"), "consumerGroup=g&batch=1")).await;
     assert_eq!(txn_ids(&body), vec!["a-0"]);
-    let pid = partition_id(&db.client().await.expect("db client"), &queue, "a").await;
-
     let mut first = db.client().await.expect("db client");
+    let pid = partition_id(&first, &queue, "a").await;
     let tx = first.transaction().await.expect("begin");
     let claimed = tx
         .query(
