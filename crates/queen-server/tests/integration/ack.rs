@@ -436,3 +436,62 @@ async fn batched_completed_acks_match_one_by_one_semantics() {
         Some((6, true))
     );
 }
+
+/// An ack of 32 or more messages of one partition is resolved against the
+/// group's leased span by position (V10): the k-th item of the partition's run
+/// takes the span's k-th offset when the transactionIds agree. Any other
+/// order falls back to the per-message key lookup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_ack_is_matched_against_the_leased_span_by_position() {
+    let (db, b) = setup().await;
+    let q = unique("span");
+    push_numbered(&b, &q, "p", "m", 40).await;
+    push_numbered(&b, &q, "p2", "x", 1).await;
+    let span = pop_ok(&b, &pop_path(&q, Some("p"), "batch=40")).await;
+    let other = pop_ok(&b, &pop_path(&q, Some("p2"), "batch=1")).await;
+    let client = db.client().await.unwrap();
+    let pid = partition_id(&client, &q, "p").await;
+    // without its key rows, a message of p can only be found through the span
+    client
+        .execute(
+            "DELETE FROM queen.message_keys WHERE partition_id = $1",
+            &[&pid],
+        )
+        .await
+        .unwrap();
+    let (span, other) = (messages(&span), messages(&other));
+    let ack_all = |msgs: Vec<&Value>| {
+        let items: Vec<Value> = msgs
+            .into_iter()
+            .map(|m| ack_item(m, "completed", None))
+            .collect();
+        json!({ "consumerGroup": null, "acknowledgments": items })
+    };
+
+    // p's run starts at the second item: positions count within the run
+    let in_order: Vec<&Value> = other.iter().chain(span.iter()).collect();
+    let (s, r) = b.post("/api/v1/ack/batch", &ack_all(in_order)).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let r = r.as_array().unwrap();
+    assert_eq!(r.len(), 41);
+    assert!(r.iter().all(|x| x["success"] == true), "{r:?}");
+    assert_eq!(r[40]["leaseReleased"], true, "{r:?}");
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((40, false))
+    );
+
+    // another order misses the positions; the key rows still resolve it
+    push_numbered(&b, &q, "p", "n", 40).await;
+    let span = pop_ok(&b, &pop_path(&q, Some("p"), "batch=40")).await;
+    let span = messages(&span);
+    let reversed: Vec<&Value> = span.iter().rev().collect();
+    let (_, r) = b.post("/api/v1/ack/batch", &ack_all(reversed)).await;
+    let r = r.as_array().unwrap();
+    assert!(r.iter().all(|x| x["success"] == true), "{r:?}");
+    assert_eq!(r[0]["leaseReleased"], true, "{r:?}");
+    assert_eq!(
+        cursor(&client, pid, "__QUEUE_MODE__").await,
+        Some((80, false))
+    );
+}
