@@ -114,7 +114,15 @@ pub struct DbConfig {
     pub user: String,
     pub password: String,
     pub dbname: String,
+    /// `PG_USE_SSL`: TLS is required on every connection.
     pub use_ssl: bool,
+    /// `PG_SSL_REJECT_UNAUTHORIZED`: the server's certificate must chain to a
+    /// trusted root and name the host; `false` encrypts without checking who
+    /// answers.
+    pub ssl_reject_unauthorized: bool,
+    /// `PG_SSL_ROOT_CERT`: a PEM file of CA certificates trusted on top of
+    /// the system's.
+    pub ssl_root_cert: Option<std::path::PathBuf>,
     pub pool_size: usize,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
@@ -132,6 +140,8 @@ impl fmt::Debug for DbConfig {
             .field("password", &"<redacted>")
             .field("dbname", &self.dbname)
             .field("use_ssl", &self.use_ssl)
+            .field("ssl_reject_unauthorized", &self.ssl_reject_unauthorized)
+            .field("ssl_root_cert", &self.ssl_root_cert)
             .field("pool_size", &self.pool_size)
             .finish_non_exhaustive()
     }
@@ -626,6 +636,8 @@ impl Config {
                 password: r.string("PG_PASSWORD", "postgres"),
                 dbname: r.string("PG_DB", "postgres"),
                 use_ssl: r.boolean("PG_USE_SSL", false)?,
+                ssl_reject_unauthorized: r.boolean("PG_SSL_REJECT_UNAUTHORIZED", true)?,
+                ssl_root_cert: r.raw("PG_SSL_ROOT_CERT").map(std::path::PathBuf::from),
                 pool_size,
                 idle_timeout: r.millis("DB_IDLE_TIMEOUT", 30_000)?,
                 connect_timeout: r.millis("DB_CONNECTION_TIMEOUT", 2_000)?,
@@ -654,13 +666,20 @@ impl Config {
 
     /// Describes the effective configuration for the boot log, secrets redacted.
     pub fn describe(&self) -> String {
-        let db = match &self.db.url {
+        let mut db = match &self.db.url {
             Some(url) => format!("url={}", redact_url(url)),
             None => format!(
-                "host={} port={} db={} user={} password=<redacted> ssl={}",
-                self.db.host, self.db.port, self.db.dbname, self.db.user, self.db.use_ssl
+                "host={} port={} db={} user={} password=<redacted>",
+                self.db.host, self.db.port, self.db.dbname, self.db.user
             ),
         };
+        db.push_str(&format!(
+            " ssl={} verify={}",
+            self.db.use_ssl, self.db.ssl_reject_unauthorized
+        ));
+        if let Some(ca) = &self.db.ssl_root_cert {
+            db.push_str(&format!(" root_cert={}", ca.display()));
+        }
         let sync = format!(
             "sync[enabled={} mesh={} port={} peers={} auth: {} heartbeat_ms={}]",
             self.mesh.sync_enabled,

@@ -58,11 +58,6 @@ pub async fn run(
     listener: TcpListener,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    if config.db.use_ssl {
-        anyhow::bail!(
-            "PG_USE_SSL=true: TLS connections to PostgreSQL are not supported by this build yet"
-        );
-    }
     tracing::info!(config = %config.describe(), "effective configuration");
     let store = Store::new(&config.db)?;
     let spool = open_spool(&config).await?;

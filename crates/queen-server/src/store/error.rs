@@ -48,9 +48,9 @@ impl From<tokio_postgres::Error> for StoreError {
     fn from(e: tokio_postgres::Error) -> Self {
         let Some(db) = e.as_db_error() else {
             return if is_connection_failure(&e) {
-                Self::Unavailable(e.to_string())
+                Self::Unavailable(with_causes(&e))
             } else {
-                Self::Other(e.to_string())
+                Self::Other(with_causes(&e))
             };
         };
         let code = db.code();
@@ -82,6 +82,22 @@ impl From<tokio_postgres::Error> for StoreError {
             Self::Other(format!("{}: {message}", code.code()))
         }
     }
+}
+
+/// The error and its causes, `outer: inner: …` ("error performing TLS
+/// handshake" alone does not say that the certificate was refused).
+fn with_causes(e: &tokio_postgres::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
 }
 
 /// True for errors that mean the server could not be reached or the link broke:

@@ -9,6 +9,7 @@ mod batcher;
 mod error;
 pub mod jobs;
 mod migrate;
+mod tls;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use queen_proto::QueueOptions;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres::Row;
 use uuid::Uuid;
 
 pub use admin::*;
@@ -30,12 +31,21 @@ use crate::config::DbConfig;
 const CONFLICT_ATTEMPTS: usize = 5;
 
 /// The broker's handle on PostgreSQL.
-#[derive(Debug)]
 pub struct Store {
     pool: Pool,
     pg_config: tokio_postgres::Config,
+    tls: tls::Connector,
     ready: Arc<AtomicBool>,
     batcher: batcher::Batcher,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("pool", &self.pool)
+            .field("ready", &self.ready)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Connection pool occupancy.
@@ -267,9 +277,10 @@ impl Store {
                 db.statement_timeout.as_millis(),
                 db.lock_timeout.as_millis()
             ));
+        let tls = tls::configure(db, &mut pg)?;
         let manager = Manager::from_config(
             pg.clone(),
-            NoTls,
+            tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -287,13 +298,14 @@ impl Store {
             batcher: batcher::Batcher::start(pool.clone(), ready.clone()),
             pool,
             pg_config: pg,
+            tls,
             ready,
         })
     }
 
     /// Opens a dedicated connection outside the pool (migrations, advisory locks).
     pub async fn connect_direct(&self) -> Result<tokio_postgres::Client, StoreError> {
-        let (client, conn) = self.pg_config.connect(NoTls).await?;
+        let (client, conn) = self.pg_config.connect(self.tls.clone()).await?;
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!(error = %e, "direct connection closed");

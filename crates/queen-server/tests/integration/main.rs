@@ -22,5 +22,6 @@ mod pop;
 mod push;
 mod spool;
 mod startup;
+mod tls;
 mod transaction;
 mod validation;
