@@ -279,6 +279,12 @@ pub struct AuthConfig {
     pub secret: String,
     /// PEM of the RSA or Ed25519 public key (the text, or a path to a file).
     pub public_key: String,
+    /// `JWT_JWKS_URL`: a JWKS endpoint whose keys verify tokens too.
+    pub jwks_url: Option<String>,
+    pub jwks_refresh: Duration,
+    pub jwks_timeout: Duration,
+    /// Unknown `kid`s trigger a fetch of the set at most this often.
+    pub jwks_min_refetch: Duration,
     pub issuer: Option<String>,
     pub audience: Option<String>,
     pub clock_skew_secs: u64,
@@ -298,6 +304,7 @@ impl fmt::Debug for AuthConfig {
             .field("secret", &"<redacted>")
             .field("issuer", &self.issuer)
             .field("audience", &self.audience)
+            .field("jwks_url", &self.jwks_url)
             .finish_non_exhaustive()
     }
 }
@@ -331,17 +338,21 @@ fn read_auth(r: &Reader<'_>) -> Result<AuthConfig, ConfigError> {
             reason: format!("neither a PEM key nor a readable file: {e}"),
         })?;
     }
-    if let Some(url) = r.raw("JWT_JWKS_URL") {
-        return Err(ConfigError {
-            var: "JWT_JWKS_URL",
-            value: url,
-            reason:
-                "JWKS fetching is not supported by this build; set JWT_PUBLIC_KEY to the PEM key"
-                    .into(),
-        });
+    let jwks_url = r.raw("JWT_JWKS_URL").filter(|u| !u.trim().is_empty());
+    if let Some(url) = &jwks_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(ConfigError {
+                var: "JWT_JWKS_URL",
+                value: url.clone(),
+                reason: "expected an http:// or https:// URL".into(),
+            });
+        }
     }
-    let _ = r.raw("JWT_JWKS_REFRESH_INTERVAL");
-    let _ = r.raw("JWT_JWKS_TIMEOUT_MS");
+    let jwks_refresh = Duration::from_secs(r.parsed("JWT_JWKS_REFRESH_INTERVAL", 3600u64)?.max(1));
+    let jwks_timeout = r
+        .millis("JWT_JWKS_TIMEOUT_MS", 5000)?
+        .max(Duration::from_millis(1));
+    let jwks_min_refetch = r.millis("JWT_JWKS_MIN_REFETCH_MS", 10_000)?;
     if enabled {
         let needs_secret = matches!(algorithm, JwtAlgorithm::Hs256);
         let needs_key = matches!(algorithm, JwtAlgorithm::Rs256 | JwtAlgorithm::EdDsa);
@@ -352,13 +363,15 @@ fn read_auth(r: &Reader<'_>) -> Result<AuthConfig, ConfigError> {
                 reason: "JWT_ENABLED=true with HS256 needs a secret".into(),
             });
         }
-        if (needs_key && public_key.is_empty())
-            || (algorithm == JwtAlgorithm::Auto && secret.is_empty() && public_key.is_empty())
+        let no_key = public_key.is_empty() && jwks_url.is_none();
+        if (needs_key && no_key) || (algorithm == JwtAlgorithm::Auto && secret.is_empty() && no_key)
         {
             return Err(ConfigError {
                 var: "JWT_PUBLIC_KEY",
                 value: String::new(),
-                reason: "JWT_ENABLED=true needs JWT_PUBLIC_KEY (or JWT_SECRET for HS256)".into(),
+                reason:
+                    "JWT_ENABLED=true needs JWT_PUBLIC_KEY or JWT_JWKS_URL (or JWT_SECRET for HS256)"
+                        .into(),
             });
         }
     }
@@ -367,6 +380,10 @@ fn read_auth(r: &Reader<'_>) -> Result<AuthConfig, ConfigError> {
         algorithm,
         secret,
         public_key,
+        jwks_url,
+        jwks_refresh,
+        jwks_timeout,
+        jwks_min_refetch,
         issuer: r.raw("JWT_ISSUER"),
         audience: r.raw("JWT_AUDIENCE"),
         clock_skew_secs: r.parsed("JWT_CLOCK_SKEW", 30)?,

@@ -16,6 +16,7 @@ use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::jwks::KeySet;
 use crate::config::{AuthConfig, JwtAlgorithm};
 
 /// Access levels, ordered: a role grants its level and every lower one.
@@ -41,6 +42,7 @@ pub struct Verifier {
     hmac: Option<DecodingKey>,
     rsa: Option<DecodingKey>,
     ed: Option<DecodingKey>,
+    jwks: Option<Arc<KeySet>>,
 }
 
 impl std::fmt::Debug for Verifier {
@@ -69,26 +71,40 @@ impl Verifier {
         } else {
             Some(DecodingKey::from_secret(config.secret.as_bytes())?)
         };
+        let jwks = match &config.jwks_url {
+            Some(url) => {
+                let set = Arc::new(KeySet::new(
+                    url,
+                    config.jwks_timeout,
+                    config.jwks_min_refetch,
+                )?);
+                set.spawn_refresher(config.jwks_refresh);
+                Some(set)
+            }
+            None => None,
+        };
         Ok(Self {
             config: config.clone(),
             hmac,
             rsa,
             ed,
+            jwks,
         })
     }
 
-    fn key_for(&self, alg: Algorithm) -> Option<&DecodingKey> {
-        let allowed = match self.config.algorithm {
+    fn allowed(&self, alg: Algorithm) -> bool {
+        match self.config.algorithm {
             JwtAlgorithm::Hs256 => alg == Algorithm::HS256,
             JwtAlgorithm::Rs256 => alg == Algorithm::RS256,
             JwtAlgorithm::EdDsa => alg == Algorithm::EdDSA,
             JwtAlgorithm::Auto => {
                 matches!(alg, Algorithm::HS256 | Algorithm::RS256 | Algorithm::EdDSA)
             }
-        };
-        if !allowed {
-            return None;
         }
+    }
+
+    /// The configured key (secret or PEM) for `alg`.
+    fn static_key(&self, alg: Algorithm) -> Option<&DecodingKey> {
         match alg {
             Algorithm::HS256 => self.hmac.as_ref(),
             Algorithm::RS256 => self.rsa.as_ref(),
@@ -98,11 +114,33 @@ impl Verifier {
     }
 
     /// Checks a bearer token and returns the caller, or why it was refused.
-    pub fn verify(&self, token: &str) -> Result<Caller, String> {
+    ///
+    /// A token with a `kid` is checked with that key of the JWKS set when
+    /// one is configured; otherwise with the configured secret or PEM key, or
+    /// failing those with the set's only key for the algorithm.
+    pub async fn verify(&self, token: &str) -> Result<Caller, String> {
         let header = decode_header(token).map_err(|e| format!("Invalid token: {e}"))?;
-        let key = self
-            .key_for(header.alg)
-            .ok_or_else(|| format!("Invalid token: algorithm {:?} not accepted", header.alg))?;
+        let refused = || format!("Invalid token: algorithm {:?} not accepted", header.alg);
+        if !self.allowed(header.alg) {
+            return Err(refused());
+        }
+        let fetched;
+        let key = match (
+            &self.jwks,
+            header.kid.as_deref(),
+            self.static_key(header.alg),
+        ) {
+            (Some(set), Some(kid), _) => {
+                fetched = set.key(Some(kid), header.alg).await?;
+                &fetched
+            }
+            (_, _, Some(key)) => key,
+            (Some(set), None, None) => {
+                fetched = set.key(None, header.alg).await?;
+                &fetched
+            }
+            (None, _, None) => return Err(refused()),
+        };
         let mut v = Validation::new(header.alg);
         v.leeway = self.config.clock_skew_secs;
         v.required_spec_claims.clear();
@@ -212,7 +250,7 @@ pub async fn authenticate(
     let Some(token) = token else {
         return unauthorized("Authentication required");
     };
-    match verifier.verify(token) {
+    match verifier.verify(token).await {
         Err(reason) => unauthorized(&reason),
         Ok(caller) if caller.level < needed => ApiError {
             status: StatusCode::FORBIDDEN,

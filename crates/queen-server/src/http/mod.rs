@@ -3,6 +3,7 @@
 pub mod auth;
 pub mod body;
 pub mod error;
+mod jwks;
 pub mod routes;
 
 use axum::extract::Request;

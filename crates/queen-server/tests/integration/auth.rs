@@ -270,3 +270,124 @@ async fn without_auth_producer_sub_is_always_null() {
     let body = pop_ok(&b, &pop_path(&q, None, "")).await;
     assert_eq!(body["messages"][0]["producerSub"], Value::Null);
 }
+
+/// A second Ed25519 key pair, for key rotation through JWKS.
+const ED2_PRIVATE: &str = "-----BEGIN PRIVATE KEY-----
+MC4CAQAwBQYDK2VwBCIEIDI+CkBw8zDLoh0uR32CBcSp9bG5T5Mr8YCMzy1FSR7y
+-----END PRIVATE KEY-----
+";
+const ED2_PUBLIC: &str = "-----BEGIN PUBLIC KEY-----
+MCowBQYDK2VwAyEAyu6aU9o5UMDjgi5VfE6XO2o5ZC2PAmhKGb71ZF3jQKU=
+-----END PUBLIC KEY-----
+";
+
+/// The JWK of an Ed25519 public key in PEM form (its last 32 bytes are the key).
+fn ed_jwk(public_pem: &str, kid: &str) -> Value {
+    use base64::Engine;
+    let body: String = public_pem
+        .lines()
+        .filter(|l| !l.starts_with("-----"))
+        .collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(body)
+        .unwrap();
+    let x = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&der[der.len() - 32..]);
+    json!({"kty": "OKP", "crv": "Ed25519", "x": x, "kid": kid, "alg": "EdDSA", "use": "sig"})
+}
+
+fn eddsa(private_pem: &str, kid: &str) -> String {
+    let mut header = Header::new(Algorithm::EdDSA);
+    header.kid = Some(kid.to_owned());
+    encode(
+        &header,
+        &json!({"sub": kid, "role": "read-only", "exp": now() + 600}),
+        &EncodingKey::from_ed_pem(private_pem.as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+/// A JWKS endpoint whose answer the test changes: (HTTP status, body).
+async fn jwks_server(
+    state: std::sync::Arc<std::sync::Mutex<(u16, Value)>>,
+) -> std::net::SocketAddr {
+    use axum::response::IntoResponse;
+    let app = axum::Router::new().route(
+        "/jwks",
+        axum::routing::get(move || {
+            let state = state.clone();
+            async move {
+                let (code, body) = state.lock().unwrap().clone();
+                (
+                    axum::http::StatusCode::from_u16(code).unwrap(),
+                    axum::Json(body),
+                )
+                    .into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jwks_keys_verify_tokens_by_kid_and_follow_rotation() {
+    let state = std::sync::Arc::new(std::sync::Mutex::new((503u16, json!({}))));
+    let addr = jwks_server(state.clone()).await;
+    let url = format!("http://{addr}/jwks");
+    let (_db, b) = setup_with(&[
+        ("JWT_ENABLED", "true"),
+        ("JWT_ALGORITHM", "auto"),
+        ("JWT_SECRET", SECRET),
+        ("JWT_JWKS_URL", &url),
+        ("JWT_JWKS_MIN_REFETCH_MS", "200"),
+    ])
+    .await;
+    let get = |token: String| {
+        let b = &b;
+        async move {
+            call(
+                b,
+                reqwest::Method::GET,
+                "/api/v1/resources/overview",
+                Some(&token),
+                None,
+            )
+            .await
+        }
+    };
+    let refetch_window = std::time::Duration::from_millis(300);
+
+    // the endpoint is down: tokens that need it are refused, others still pass
+    let (status, body) = get(eddsa(ED_PRIVATE, "a")).await;
+    assert_error(status, &body, StatusCode::UNAUTHORIZED);
+    let hs = hs256(json!({"sub": "h", "role": "read-only", "exp": now() + 600}));
+    assert_eq!(get(hs.clone()).await.0, StatusCode::OK);
+
+    // it comes back: an unknown kid fetches the set again
+    *state.lock().unwrap() = (200, json!({"keys": [ed_jwk(ED_PUBLIC, "a")]}));
+    tokio::time::sleep(refetch_window).await;
+    assert_eq!(get(eddsa(ED_PRIVATE, "a")).await.0, StatusCode::OK);
+
+    // a new key appears under a new kid (rotation)
+    let (status, body) = get(eddsa(ED2_PRIVATE, "b")).await;
+    assert_error(status, &body, StatusCode::UNAUTHORIZED);
+    *state.lock().unwrap() = (
+        200,
+        json!({"keys": [ed_jwk(ED_PUBLIC, "a"), ed_jwk(ED2_PUBLIC, "b")]}),
+    );
+    tokio::time::sleep(refetch_window).await;
+    assert_eq!(get(eddsa(ED2_PRIVATE, "b")).await.0, StatusCode::OK);
+
+    // a kid names the key: another key's signature under it is refused
+    let (status, body) = get(eddsa(ED2_PRIVATE, "a")).await;
+    assert_error(status, &body, StatusCode::UNAUTHORIZED);
+    // an endpoint that fails later keeps the keys already known
+    *state.lock().unwrap() = (500, json!({}));
+    tokio::time::sleep(refetch_window).await;
+    let (status, _) = get(eddsa(ED_PRIVATE, "c")).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(get(eddsa(ED_PRIVATE, "a")).await.0, StatusCode::OK);
+    assert_eq!(get(hs).await.0, StatusCode::OK);
+}
