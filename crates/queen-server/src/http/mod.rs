@@ -2,6 +2,8 @@
 
 pub mod auth;
 pub mod body;
+#[cfg(feature = "dashboard")]
+mod dashboard;
 pub mod error;
 mod jwks;
 pub mod routes;
@@ -29,7 +31,10 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
     } else {
         None
     };
-    Ok(Router::new()
+    let router = Router::new();
+    #[cfg(feature = "dashboard")]
+    let router = router.merge(dashboard::routes());
+    Ok(router
         .route("/health", get(health::health))
         .route("/api/v1/configure", post(queues::configure))
         .route("/api/v1/push", post(push::push))

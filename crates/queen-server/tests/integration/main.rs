@@ -11,6 +11,7 @@ mod admin;
 mod auth;
 mod common;
 mod configure;
+mod dashboard;
 mod encryption;
 mod groups;
 mod ha;
