@@ -16,6 +16,9 @@ pub mod outage;
 pub mod segment;
 mod writer;
 
+#[cfg(test)]
+mod model_tests;
+
 use std::collections::{HashMap, VecDeque};
 use std::fs::File;
 use std::io;
