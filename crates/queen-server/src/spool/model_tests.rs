@@ -39,7 +39,7 @@ fn record(n: u64) -> Record {
         transaction_id: format!("t-{n}"),
         trace_id: None,
         payload: format!("{{\"n\":{n}}}"),
-        producer_sub: (n % 4 == 0).then(|| "sub".to_owned()),
+        producer_sub: n.is_multiple_of(4).then(|| "sub".to_owned()),
         spooled_at_ms: 1_700_000_000_000 + n as i64,
     }
 }
