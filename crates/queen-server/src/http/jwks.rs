@@ -45,16 +45,25 @@ impl KeySet {
         })
     }
 
-    /// Fetches the set and replaces the known keys; returns how many are usable.
-    pub async fn refresh(&self) -> Result<usize, String> {
+    /// Fetches the set and replaces the known keys; returns how many are
+    /// usable. With `min_age`, does nothing (`Ok(None)`) when the last fetch
+    /// started more recently than that: concurrent misses share one fetch.
+    async fn refresh(&self, min_age: Option<Duration>) -> Result<Option<usize>, String> {
         let mut last = self.last_fetch.lock().await;
+        if let (Some(min), Some(t)) = (min_age, *last) {
+            if t.elapsed() < min {
+                return Ok(None);
+            }
+        }
         *last = Some(Instant::now());
-        let fetched = self.fetch().await;
-        drop(last);
-        let entries = fetched.map_err(|e| format!("JWKS fetch from {}: {e}", self.url))?;
+        let entries = self
+            .fetch()
+            .await
+            .map_err(|e| format!("JWKS fetch from {}: {e}", self.url))?;
         let n = entries.len();
+        // stored before the lock is released, so a waiter finds the new keys
         *self.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(entries);
-        Ok(n)
+        Ok(Some(n))
     }
 
     async fn fetch(&self) -> Result<Vec<Entry>, String> {
@@ -93,14 +102,8 @@ impl KeySet {
             return Ok(key);
         }
         // a rotated key, or the first fetch has not succeeded yet
-        let due = {
-            let last = self.last_fetch.lock().await;
-            last.is_none_or(|t| t.elapsed() >= self.min_refetch)
-        };
-        if due {
-            if let Err(e) = self.refresh().await {
-                tracing::warn!(error = %e, "JWKS refresh on an unknown key failed");
-            }
+        if let Err(e) = self.refresh(Some(self.min_refetch)).await {
+            tracing::warn!(error = %e, "JWKS refresh on an unknown key failed");
         }
         self.find(kid, alg).ok_or_else(|| match kid {
             Some(kid) => format!("Invalid token: no key with kid {kid} for {alg:?}"),
@@ -128,8 +131,8 @@ impl KeySet {
         let set = Arc::clone(self);
         tokio::spawn(async move {
             loop {
-                match set.refresh().await {
-                    Ok(n) => tracing::info!(keys = n, url = %set.url, "JWKS loaded"),
+                match set.refresh(None).await {
+                    Ok(n) => tracing::info!(keys = n.unwrap_or(0), url = %set.url, "JWKS loaded"),
                     Err(e) => {
                         tracing::warn!(error = %e, "JWKS refresh failed; keeping the keys known")
                     }

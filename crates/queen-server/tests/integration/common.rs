@@ -299,3 +299,11 @@ fn timestamp_checker_accepts_only_the_exact_shape() {
     assert!(!is_utc_timestamp("2026-05-02T08:15:30.123456+00:00", 6));
     assert!(!is_utc_timestamp("2026-05-02 08:15:30.123456Z", 6));
 }
+
+/// The `queen-server` binary with an empty environment (but `PATH`).
+pub fn queen_server() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_queen-server"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    c
+}

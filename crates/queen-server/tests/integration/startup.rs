@@ -1,20 +1,12 @@
 //! Start-up: the binary's subcommands, bad configuration, and migrations when
 //! several brokers start at once against an empty database.
 
-use std::process::Command;
 use std::time::Duration;
 
 use queen_testkit::{TestBroker, TestDb};
 use reqwest::StatusCode;
 
 use crate::common::*;
-
-fn queen_server() -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_queen-server"));
-    c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
-    c
-}
 
 #[test]
 fn a_bad_value_names_its_variable_and_exits_non_zero() {

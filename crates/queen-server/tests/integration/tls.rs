@@ -2,8 +2,6 @@
 //! `PG_SSL_ROOT_CERT`. The local server (Debian's default) serves TLS with
 //! the "snakeoil" certificate, issued to `localhost`.
 
-use std::process::Command;
-
 use queen_testkit::TestDb;
 
 use crate::common::*;
@@ -62,10 +60,8 @@ async fn pg_use_ssl_encrypts_every_connection_and_plain_stays_plain() {
 }
 
 fn migrate(db: &TestDb, env: &[(&str, &str)]) -> (bool, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_queen-server"))
+    let out = queen_server()
         .arg("migrate")
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("PG_PORT", db.port.to_string())
         .env("PG_USER", &db.user)
         .env("PG_DB", &db.name)
