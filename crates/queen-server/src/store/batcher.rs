@@ -6,6 +6,15 @@
 //! goes out alone at once, under heavy load commits are shared. Repeated keys
 //! across the merged requests keep the first occurrence, as inside one request.
 //!
+//! At most [`MAX_INFLIGHT`] (two) flights are in the air. The first leaves as
+//! soon as anything waits; the second only once the waiting requests hold
+//! [`MIN_SECOND_FLIGHT_ITEMS`] messages. A second flight overlaps the first
+//! one's commit (its WAL flush) with useful work, which pays for large
+//! flights; small ones (single-message pushes) cost about as much per
+//! partition touched alone as merged, and more when flights queue on each
+//! other's partition locks, so they wait and merge instead (docs/benchmarks.md
+//! has the measurements behind both numbers).
+//!
 //! Each of the [`MAX_INFLIGHT`] flight slots keeps the pool connection it
 //! used. A connection's buffers grow to the largest request it ever sent and
 //! never shrink, so merged flights (up to [`MAX_BATCH_ITEMS`] messages) landing
@@ -13,9 +22,9 @@
 //! flight-sized buffer: about 20 MB of the broker's RSS under load. Pinned to
 //! their slots, only [`MAX_INFLIGHT`] connections carry that size. A slot
 //! pins its connection only while that leaves three quarters of the pool to
-//! everything else (`DB_POOL_SIZE` of 16 or more pins all four).
+//! everything else (`DB_POOL_SIZE` of 8 or more pins both).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -29,7 +38,10 @@ use super::{append_with, AppendOutcome, AppendStatus, NewMessage, StoreError};
 /// Most messages one shared transaction carries.
 const MAX_BATCH_ITEMS: usize = 2_000;
 /// Batches in flight at once; more requests wait and are merged.
-const MAX_INFLIGHT: usize = 4;
+const MAX_INFLIGHT: usize = 2;
+/// Messages the waiting requests must hold for a flight to leave while
+/// another one is in the air; fewer wait for it and merge with what comes.
+const MIN_SECOND_FLIGHT_ITEMS: usize = 256;
 /// Requests waiting for a flight before callers feel back-pressure.
 const QUEUE_DEPTH: usize = 4_096;
 
@@ -83,39 +95,73 @@ struct Slot {
     conn: Option<Object>,
 }
 
+/// Whether waiting requests leave now, given how many messages they hold and
+/// how many flights are in the air. The first flight always leaves at once;
+/// a second one only with enough messages to be worth its own transaction.
+fn departs(waiting_items: usize, in_air: usize) -> bool {
+    waiting_items > 0 && (in_air == 0 || waiting_items >= MIN_SECOND_FLIGHT_ITEMS)
+}
+
 async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
     let pinned = (pool.status().max_size / 4).min(MAX_INFLIGHT);
-    let (free_tx, mut free_rx) = mpsc::channel::<Slot>(MAX_INFLIGHT);
-    for i in 0..MAX_INFLIGHT {
-        let _ = free_tx.try_send(Slot {
+    let mut free: Vec<Slot> = (0..MAX_INFLIGHT)
+        .map(|i| Slot {
             pin: i < pinned,
             conn: None,
-        });
-    }
-    while let Some(first) = rx.recv().await {
-        let Some(mut slot) = free_rx.recv().await else {
-            return;
-        };
-        // everything that queued up while we waited for a slot joins this flight
-        let mut jobs = vec![first];
-        let mut total = jobs[0].items.len();
-        while total < MAX_BATCH_ITEMS {
+        })
+        .collect();
+    let (done_tx, mut done_rx) = mpsc::channel::<Slot>(MAX_INFLIGHT);
+    let mut waiting: VecDeque<Job> = VecDeque::new();
+    let mut waiting_items = 0;
+    let mut open = true;
+    loop {
+        // take in whatever queued up, up to one flight's worth
+        while open && waiting_items < MAX_BATCH_ITEMS {
             match rx.try_recv() {
                 Ok(job) => {
-                    total += job.items.len();
-                    jobs.push(job);
+                    waiting_items += job.items.len();
+                    waiting.push_back(job);
                 }
-                Err(_) => break,
+                Err(mpsc::error::TryRecvError::Empty) => break,
+                Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
         }
-        let (pool, ready, free_tx) = (pool.clone(), ready.clone(), free_tx.clone());
-        tokio::spawn(async move {
-            flight(jobs, &pool, &ready, &mut slot).await;
-            if !slot.pin {
-                slot.conn = None;
+        let in_air = MAX_INFLIGHT - free.len();
+        if in_air < MAX_INFLIGHT && departs(waiting_items, in_air) {
+            let mut slot = free.pop().expect("a free slot");
+            let mut jobs = Vec::new();
+            let mut total = 0;
+            while let Some(job) = waiting.front() {
+                if !jobs.is_empty() && total + job.items.len() > MAX_BATCH_ITEMS {
+                    break;
+                }
+                total += job.items.len();
+                jobs.extend(waiting.pop_front());
             }
-            let _ = free_tx.send(slot).await;
-        });
+            waiting_items -= total;
+            let (pool, ready, done_tx) = (pool.clone(), ready.clone(), done_tx.clone());
+            tokio::spawn(async move {
+                flight(jobs, &pool, &ready, &mut slot).await;
+                if !slot.pin {
+                    slot.conn = None;
+                }
+                let _ = done_tx.send(slot).await;
+            });
+            continue;
+        }
+        if !open && waiting.is_empty() {
+            return;
+        }
+        tokio::select! {
+            job = rx.recv(), if open && waiting_items < MAX_BATCH_ITEMS => match job {
+                Some(job) => {
+                    waiting_items += job.items.len();
+                    waiting.push_back(job);
+                }
+                None => open = false,
+            },
+            Some(slot) = done_rx.recv() => free.push(slot),
+        }
     }
 }
 

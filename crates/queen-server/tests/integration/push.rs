@@ -307,3 +307,80 @@ async fn concurrent_first_pushes_create_the_queue_once() {
         assert_eq!(n, 3);
     }
 }
+
+/// Group commit: while one flight is in the air, single-message pushes wait
+/// for it and leave together, and a push of 256 messages or more takes the
+/// second flight slot at once. The flight in the air is held on a partition
+/// row lock taken by the test.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_pushes_wait_for_the_flight_in_the_air_and_a_large_one_does_not() {
+    let (db, b) = setup().await;
+    let b = Arc::new(b);
+    let queue = unique("flights");
+    push_one(&b, &queue, "held", json!(0), "first").await;
+
+    let mut holder = db.client().await.expect("db client");
+    let lock = holder.transaction().await.expect("begin");
+    lock.execute(
+        "SELECT 1 FROM queen.partitions WHERE name = 'held' FOR UPDATE",
+        &[],
+    )
+    .await
+    .expect("lock the partition row");
+
+    let spawn_push = |partition: String, n: usize| {
+        let (b, queue) = (b.clone(), queue.clone());
+        tokio::spawn(async move {
+            let items: Vec<Value> = (0..n)
+                .map(|i| {
+                    json!({ "queue": queue, "partition": partition, "payload": i,
+                                 "transactionId": format!("{partition}-{i}") })
+                })
+                .collect();
+            push_items(&b, Value::Array(items)).await
+        })
+    };
+    let held = spawn_push("held".into(), 1);
+    let client = db.client().await.expect("db client");
+    let waiting_on_lock = "SELECT count(*) FROM pg_stat_activity
+                           WHERE datname = current_database() AND wait_event_type = 'Lock'";
+    while count(&client, waiting_on_lock).await == 0 {
+        sleep_ms(10).await;
+    }
+
+    // a large push does not wait for the held flight
+    let large = spawn_push("large".into(), 256).await.expect("large push");
+    assert!(large.iter().all(|r| r["status"] == "queued"));
+    assert!(!held.is_finished());
+
+    // small ones do: nothing of theirs is written while the flight is held
+    let small: Vec<_> = (0..3)
+        .map(|i| spawn_push(format!("small-{i}"), 1))
+        .collect();
+    sleep_ms(500).await;
+    assert!(small.iter().all(|t| !t.is_finished()));
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM queen.partitions WHERE name LIKE 'small-%'"
+        )
+        .await,
+        0
+    );
+
+    lock.commit().await.expect("release the lock");
+    assert_eq!(held.await.expect("held push")[0]["status"], "queued");
+    for t in small {
+        assert_eq!(t.await.expect("small push")[0]["status"], "queued");
+    }
+    // the three waited together: one flight, one transaction
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(DISTINCT s.xmin::text) FROM queen.segments s
+             JOIN queen.partitions p ON p.id = s.partition_id WHERE p.name LIKE 'small-%'"
+        )
+        .await,
+        1
+    );
+}
