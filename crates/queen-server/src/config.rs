@@ -437,6 +437,8 @@ pub struct Config {
     pub spool: SpoolConfig,
     pub log_level: String,
     pub log_format_json: bool,
+    /// Worker threads of the async runtime; `None`: one per CPU.
+    pub worker_threads: Option<usize>,
 }
 
 /// Default pool size of the reference broker.
@@ -564,6 +566,18 @@ impl Config {
                 reason: "must be at least 1".into(),
             });
         }
+        // read by the runtime too, which panics on a bad value: checked here first
+        let worker_threads: Option<usize> = match r.parsed("TOKIO_WORKER_THREADS", 0usize)? {
+            0 if r.raw("TOKIO_WORKER_THREADS").is_some() => {
+                return Err(ConfigError {
+                    var: "TOKIO_WORKER_THREADS",
+                    value: "0".into(),
+                    reason: "must be at least 1".into(),
+                })
+            }
+            0 => None,
+            n => Some(n),
+        };
         let default_batch: u32 = r.parsed("DEFAULT_BATCH_SIZE", 1)?;
         let multiplier: f64 = r.parsed("POP_WAIT_BACKOFF_MULTIPLIER", 2.0)?;
         if !(1.0..=100.0).contains(&multiplier) {
@@ -678,6 +692,7 @@ impl Config {
             log_level,
             log_format_json,
             spool: read_spool(r)?,
+            worker_threads,
         })
     }
 
@@ -711,10 +726,12 @@ impl Config {
             self.mesh.heartbeat.as_millis(),
         );
         format!(
-            "listen={}:{} server_id={} db[{db} pool={} stmt_timeout_ms={}] pop[batch={} timeout_ms={} subscription={}] max_body_bytes={} {sync} jwt={}",
+            "listen={}:{} server_id={} workers={} db[{db} pool={} stmt_timeout_ms={}] pop[batch={} timeout_ms={} subscription={}] max_body_bytes={} {sync} jwt={}",
             self.host,
             self.port,
             self.server_id,
+            self.worker_threads
+                .map_or_else(|| "cpus".to_owned(), |n| n.to_string()),
             self.db.pool_size,
             self.db.statement_timeout.as_millis(),
             self.pop.default_batch,
@@ -824,6 +841,12 @@ mod tests {
         assert_eq!(e.var, "PG_USE_SSL");
         let e = Config::from_env(&env(&[("DEFAULT_SUBSCRIPTION_MODE", "later")])).unwrap_err();
         assert_eq!(e.var, "DEFAULT_SUBSCRIPTION_MODE");
+        for bad in ["0", "two", "-1"] {
+            let e = Config::from_env(&env(&[("TOKIO_WORKER_THREADS", bad)])).unwrap_err();
+            assert_eq!(e.var, "TOKIO_WORKER_THREADS");
+        }
+        let c = Config::from_env(&env(&[("TOKIO_WORKER_THREADS", "1")])).expect("valid");
+        assert_eq!(c.worker_threads, Some(1));
     }
 
     #[test]

@@ -35,10 +35,11 @@ fn main() -> std::process::ExitCode {
         }
     };
     queen_server::telemetry::init(&config.log_level, config.log_format_json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = config.worker_threads {
+        builder.worker_threads(n);
+    }
+    let runtime = match builder.enable_all().build() {
         Ok(r) => r,
         Err(e) => {
             eprintln!("queen-server: cannot start runtime: {e}");

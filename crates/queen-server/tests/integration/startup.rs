@@ -15,13 +15,15 @@ fn a_bad_value_names_its_variable_and_exits_non_zero() {
         ("DB_POOL_SIZE", "0"),
         ("PG_USE_SSL", "maybe"),
         ("QUEEN_MESH_PEERS", "nohost"),
+        ("TOKIO_WORKER_THREADS", "0"),
+        ("TOKIO_WORKER_THREADS", "two"),
     ] {
         let out = queen_server()
             .arg("check-config")
             .env(var, value)
             .output()
             .unwrap();
-        assert!(!out.status.success(), "{var}={value} was accepted");
+        assert_eq!(out.status.code(), Some(2), "{var}={value}: {out:?}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(var), "{var}: {stderr}");
     }
