@@ -104,7 +104,9 @@ fn departs(waiting_items: usize, in_air: usize) -> bool {
 
 async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
     let pinned = (pool.status().max_size / 4).min(MAX_INFLIGHT);
+    // a stack: the pinned slots on top, so a lone flight keeps its connection
     let mut free: Vec<Slot> = (0..MAX_INFLIGHT)
+        .rev()
         .map(|i| Slot {
             pin: i < pinned,
             conn: None,
@@ -126,8 +128,7 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
                 Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
         }
-        let in_air = MAX_INFLIGHT - free.len();
-        if in_air < MAX_INFLIGHT && departs(waiting_items, in_air) {
+        if !free.is_empty() && departs(waiting_items, MAX_INFLIGHT - free.len()) {
             let mut slot = free.pop().expect("a free slot");
             let mut jobs = Vec::new();
             let mut total = 0;
