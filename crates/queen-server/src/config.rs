@@ -70,14 +70,23 @@ impl Reader<'_> {
     where
         T::Err: fmt::Display,
     {
-        match self.raw(var) {
-            None => Ok(default),
-            Some(v) => v.trim().parse().map_err(|e: T::Err| ConfigError {
-                var,
-                value: v.clone(),
-                reason: e.to_string(),
-            }),
-        }
+        Ok(self.optional(var)?.unwrap_or(default))
+    }
+
+    /// Parses `var` when it is set.
+    fn optional<T: FromStr>(&self, var: &'static str) -> Result<Option<T>, ConfigError>
+    where
+        T::Err: fmt::Display,
+    {
+        self.raw(var)
+            .map(|v| {
+                v.trim().parse().map_err(|e: T::Err| ConfigError {
+                    var,
+                    value: v.clone(),
+                    reason: e.to_string(),
+                })
+            })
+            .transpose()
     }
 
     fn string(&self, var: &'static str, default: &str) -> String {
@@ -438,7 +447,7 @@ pub struct Config {
     pub log_level: String,
     pub log_format_json: bool,
     /// Worker threads of the async runtime; `None`: one per CPU.
-    pub worker_threads: Option<usize>,
+    pub worker_threads: Option<std::num::NonZeroUsize>,
 }
 
 /// Default pool size of the reference broker.
@@ -567,17 +576,7 @@ impl Config {
             });
         }
         // read by the runtime too, which panics on a bad value: checked here first
-        let worker_threads: Option<usize> = match r.parsed("TOKIO_WORKER_THREADS", 0usize)? {
-            0 if r.raw("TOKIO_WORKER_THREADS").is_some() => {
-                return Err(ConfigError {
-                    var: "TOKIO_WORKER_THREADS",
-                    value: "0".into(),
-                    reason: "must be at least 1".into(),
-                })
-            }
-            0 => None,
-            n => Some(n),
-        };
+        let worker_threads = r.optional("TOKIO_WORKER_THREADS")?;
         let default_batch: u32 = r.parsed("DEFAULT_BATCH_SIZE", 1)?;
         let multiplier: f64 = r.parsed("POP_WAIT_BACKOFF_MULTIPLIER", 2.0)?;
         if !(1.0..=100.0).contains(&multiplier) {
@@ -846,7 +845,7 @@ mod tests {
             assert_eq!(e.var, "TOKIO_WORKER_THREADS");
         }
         let c = Config::from_env(&env(&[("TOKIO_WORKER_THREADS", "1")])).expect("valid");
-        assert_eq!(c.worker_threads, Some(1));
+        assert_eq!(c.worker_threads.map(std::num::NonZeroUsize::get), Some(1));
     }
 
     #[test]

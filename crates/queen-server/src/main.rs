@@ -37,7 +37,7 @@ fn main() -> std::process::ExitCode {
     queen_server::telemetry::init(&config.log_level, config.log_format_json);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = config.worker_threads {
-        builder.worker_threads(n);
+        builder.worker_threads(n.get());
     }
     let runtime = match builder.enable_all().build() {
         Ok(r) => r,

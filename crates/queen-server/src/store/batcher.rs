@@ -95,11 +95,45 @@ struct Slot {
     conn: Option<Object>,
 }
 
-/// Whether waiting requests leave now, given how many messages they hold and
-/// how many flights are in the air. The first flight always leaves at once;
-/// a second one only with enough messages to be worth its own transaction.
-fn departs(waiting_items: usize, in_air: usize) -> bool {
-    waiting_items > 0 && (in_air == 0 || waiting_items >= MIN_SECOND_FLIGHT_ITEMS)
+/// Requests waiting for a flight, and how many messages they hold.
+#[derive(Default)]
+struct Waiting {
+    jobs: VecDeque<Job>,
+    items: usize,
+}
+
+impl Waiting {
+    fn push(&mut self, job: Job) {
+        self.items += job.items.len();
+        self.jobs.push_back(job);
+    }
+
+    /// Whether more requests are taken in: up to one flight's worth waits.
+    fn has_room(&self) -> bool {
+        self.items < MAX_BATCH_ITEMS
+    }
+
+    /// Whether they leave now, with `in_air` flights in the air. The first
+    /// flight always leaves at once; a second one only with enough messages
+    /// to be worth its own transaction.
+    fn departs(&self, in_air: usize) -> bool {
+        self.items > 0 && (in_air == 0 || self.items >= MIN_SECOND_FLIGHT_ITEMS)
+    }
+
+    /// The oldest requests, up to one flight (at least one request).
+    fn take_flight(&mut self) -> Vec<Job> {
+        let mut jobs = Vec::new();
+        let mut total = 0;
+        while let Some(job) = self.jobs.front() {
+            if !jobs.is_empty() && total + job.items.len() > MAX_BATCH_ITEMS {
+                break;
+            }
+            total += job.items.len();
+            jobs.extend(self.jobs.pop_front());
+        }
+        self.items -= total;
+        jobs
+    }
 }
 
 async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
@@ -113,33 +147,20 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
         })
         .collect();
     let (done_tx, mut done_rx) = mpsc::channel::<Slot>(MAX_INFLIGHT);
-    let mut waiting: VecDeque<Job> = VecDeque::new();
-    let mut waiting_items = 0;
+    let mut waiting = Waiting::default();
     let mut open = true;
     loop {
-        // take in whatever queued up, up to one flight's worth
-        while open && waiting_items < MAX_BATCH_ITEMS {
+        // take in whatever queued up meanwhile
+        while open && waiting.has_room() {
             match rx.try_recv() {
-                Ok(job) => {
-                    waiting_items += job.items.len();
-                    waiting.push_back(job);
-                }
+                Ok(job) => waiting.push(job),
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
         }
-        if !free.is_empty() && departs(waiting_items, MAX_INFLIGHT - free.len()) {
+        if !free.is_empty() && waiting.departs(MAX_INFLIGHT - free.len()) {
             let mut slot = free.pop().expect("a free slot");
-            let mut jobs = Vec::new();
-            let mut total = 0;
-            while let Some(job) = waiting.front() {
-                if !jobs.is_empty() && total + job.items.len() > MAX_BATCH_ITEMS {
-                    break;
-                }
-                total += job.items.len();
-                jobs.extend(waiting.pop_front());
-            }
-            waiting_items -= total;
+            let jobs = waiting.take_flight();
             let (pool, ready, done_tx) = (pool.clone(), ready.clone(), done_tx.clone());
             tokio::spawn(async move {
                 flight(jobs, &pool, &ready, &mut slot).await;
@@ -150,15 +171,12 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
             });
             continue;
         }
-        if !open && waiting.is_empty() {
+        if !open && waiting.jobs.is_empty() {
             return;
         }
         tokio::select! {
-            job = rx.recv(), if open && waiting_items < MAX_BATCH_ITEMS => match job {
-                Some(job) => {
-                    waiting_items += job.items.len();
-                    waiting.push_back(job);
-                }
+            job = rx.recv(), if open && waiting.has_room() => match job {
+                Some(job) => waiting.push(job),
                 None => open = false,
             },
             Some(slot) = done_rx.recv() => free.push(slot),
