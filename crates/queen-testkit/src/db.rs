@@ -113,7 +113,8 @@ async fn tracing_free_sleep(_e: tokio_postgres::Error, attempt: u32) {
     .await;
 }
 
-/// Creates (once per migration set, across processes) the migrated template.
+/// Creates (once per schema, across processes) the migrated template, named
+/// after the fingerprint of the migrations and the stored function files.
 async fn ensure_template(admin: &Client, conn: &str) -> anyhow::Result<String> {
     let template = format!(
         "queen_tpl_{:016x}",

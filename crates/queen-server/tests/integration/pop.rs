@@ -612,18 +612,6 @@ async fn wildcard_pops_report_drained_hints_and_skip_leased_ones() {
         walk(true).await,
         vec![("b".to_owned(), None), ("c".to_owned(), Some(1))]
     );
-    // the previous version's call never reports
-    let old = client
-        .query(
-            "SELECT count(*) FROM queen.queues q,
-                    queen.pop_queue(q.id, q.name, 'g', 1, 1, gen_random_uuid(), 60,
-                                    false, 0, 0, 'all', NULL, 'test', ARRAY['b', 'zz'])
-             WHERE q.name = $1",
-            &[&queue],
-        )
-        .await
-        .expect("14-argument pop_queue");
-    assert_eq!(old[0].get::<_, i64>(0), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

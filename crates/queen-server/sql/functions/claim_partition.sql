@@ -1,0 +1,157 @@
+-- queen.claim_partition(...): claims one partition for a consumer group and
+-- returns up to p_batch messages after the group's cursor, under a fresh
+-- lease (p_lease_id, p_lease_seconds; 60 s when not positive). Returns
+-- nothing, and claims nothing, when the group holds a live lease there, the
+-- cursor row is being claimed concurrently, the window buffer is still open,
+-- or nothing is deliverable. A hole or a segment still inside the queue's
+-- delay ends the delivered run; offsets deleted one by one are skipped. With
+-- p_auto_ack the cursor moves past the returned messages and no lease is
+-- taken. On first contact the cursor starts where queen.subscription_start
+-- and queen.offset_before put it.
+-- The locking read leaves a cursor row under a live lease unlocked (locking
+-- writes the tuple), and skips a row another pop is claiming right now.
+-- Called by: `Store::claim` for pops of one partition, and queen.pop_queue
+-- for every candidate of a wildcard pop.
+
+CREATE OR REPLACE FUNCTION queen.claim_partition(
+    p_partition_id   uuid,
+    p_queue_name     text,
+    p_partition_name text,
+    p_group          text,
+    p_batch          integer,
+    p_lease_id       uuid,
+    p_lease_seconds  integer,
+    p_auto_ack       boolean,
+    p_delay_seconds  integer,
+    p_window_seconds integer,
+    p_sub_scope      text,
+    p_sub_mode       text,
+    p_sub_from       text,
+    p_holder         text
+) RETURNS TABLE (msg_offset bigint, message_id uuid, transaction_id text, trace_id uuid,
+                 payload text, producer_sub text, created_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    c         queen.log_consumers%ROWTYPE;
+    v_next    bigint;
+    v_low     bigint;
+    v_lastc   timestamptz;
+    v_start   bigint;
+    v_end     bigint;
+    v_stop    bigint;      -- last offset of the deliverable run
+    v_hi      bigint;      -- last_offset of the run's last segment
+    v_deleted bigint[] := '{}';   -- offsets of the run removed one by one
+    v_last    bigint;
+    v_count   integer;
+    s         record;
+BEGIN
+    -- a row under a live lease is not locked: locking writes the tuple
+    SELECT * INTO c FROM queen.log_consumers lc
+    WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group
+      AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
+    FOR UPDATE SKIP LOCKED;
+    IF NOT FOUND THEN
+        IF EXISTS (SELECT 1 FROM queen.log_consumers lc
+                   WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group) THEN
+            RETURN;   -- leased, or another pop holds the row right now
+        END IF;
+        INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset)
+        VALUES (p_partition_id, p_group,
+                queen.offset_before(p_partition_id,
+                    queen.subscription_start(p_group, p_queue_name, p_partition_name,
+                                             p_sub_scope, p_sub_mode, p_sub_from)))
+        ON CONFLICT DO NOTHING;
+        SELECT * INTO c FROM queen.log_consumers lc
+        WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group
+        FOR UPDATE SKIP LOCKED;
+        IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    IF c.lease_expires_at IS NOT NULL AND c.lease_expires_at > now() THEN
+        RETURN;   -- one leased batch per (partition, group)
+    END IF;
+
+    SELECT pt.next_offset, pt.low_offset, pt.last_created_at INTO v_next, v_low, v_lastc
+    FROM queen.partitions pt WHERE pt.id = p_partition_id;
+    v_start := greatest(c.committed_offset + 1, v_low);
+    IF v_start >= v_next
+       OR (p_window_seconds > 0 AND v_lastc > now() - make_interval(secs => p_window_seconds)) THEN
+        IF c.lease_expires_at IS NOT NULL THEN
+            UPDATE queen.log_consumers SET lease_expires_at = NULL
+            WHERE partition_id = p_partition_id AND consumer_group = p_group;
+        END IF;
+        RETURN;
+    END IF;
+    v_end := least(v_next - 1, v_start + p_batch - 1);
+
+    -- the run of consecutive offsets from v_start: a hole or a segment still
+    -- inside the queue's delay ends it (nothing after it is delivered either)
+    v_stop := v_start - 1;
+    FOR s IN
+        SELECT sg.first_offset, sg.last_offset, sg.created_at, sg.deleted_offsets
+        FROM queen.segments sg
+        WHERE sg.partition_id = p_partition_id AND sg.last_offset >= v_start
+        ORDER BY sg.last_offset
+        LIMIT (v_end - v_start + 1)
+    LOOP
+        EXIT WHEN s.first_offset > v_stop + 1
+               OR (p_delay_seconds > 0 AND s.created_at > now() - make_interval(secs => p_delay_seconds));
+        v_stop := least(s.last_offset, v_end);
+        v_hi := s.last_offset;
+        v_deleted := v_deleted || coalesce(s.deleted_offsets, '{}');
+        EXIT WHEN v_stop = v_end;
+    END LOOP;
+
+    IF v_stop >= v_start THEN
+        RETURN QUERY
+            SELECT sg.first_offset + u.n - 1, u.mid, u.txn, u.tr, u.pl, u.ps, sg.created_at
+            FROM queen.segments sg
+            CROSS JOIN LATERAL unnest(sg.message_ids, sg.transaction_ids, sg.trace_ids, sg.payloads,
+                                      coalesce(sg.producer_subs,
+                                               array_fill(NULL::text, ARRAY[cardinality(sg.message_ids)])))
+                       WITH ORDINALITY AS u(mid, txn, tr, pl, ps, n)
+            WHERE sg.partition_id = p_partition_id AND sg.last_offset BETWEEN v_start AND v_hi
+              AND sg.first_offset + u.n - 1 BETWEEN v_start AND v_stop
+              AND NOT ((sg.first_offset + u.n - 1) = ANY (v_deleted))
+            ORDER BY 1;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+    ELSE
+        v_count := 0;
+    END IF;
+
+    IF v_count = 0 THEN
+        -- nothing deliverable; skip over messages that were deleted one by one
+        UPDATE queen.log_consumers
+        SET committed_offset = CASE WHEN v_stop >= v_start
+                                    THEN greatest(committed_offset, v_stop)
+                                    ELSE committed_offset END,
+            lease_expires_at = NULL
+        WHERE partition_id = p_partition_id AND consumer_group = p_group
+          AND (v_stop >= v_start OR lease_expires_at IS NOT NULL);
+        RETURN;
+    END IF;
+
+    -- the last delivered offset: the run's end unless deleted messages trail it
+    v_last := v_stop;
+    WHILE v_last = ANY (v_deleted) LOOP
+        v_last := v_last - 1;
+    END LOOP;
+
+    IF p_auto_ack THEN
+        UPDATE queen.log_consumers
+        SET committed_offset = v_last, lease_expires_at = NULL, retry_count = 0,
+            total_consumed = total_consumed + (v_last - c.committed_offset),
+            batches_consumed = batches_consumed + 1, last_consumed_at = now(),
+            lease_holder = p_holder
+        WHERE partition_id = p_partition_id AND consumer_group = p_group;
+    ELSE
+        UPDATE queen.log_consumers
+        SET lease_id = p_lease_id, lease_end_offset = v_last,
+            lease_expires_at = now() + make_interval(secs => CASE WHEN p_lease_seconds > 0 THEN p_lease_seconds ELSE 60 END),
+            lease_holder = p_holder
+        WHERE partition_id = p_partition_id AND consumer_group = p_group;
+    END IF;
+END;
+$$;

@@ -1,0 +1,109 @@
+-- queen.pop_queue(...): a wildcard pop, claiming up to p_max_partitions
+-- partitions of a queue for p_batch messages in all.
+-- Candidates come from two passes:
+--   1. p_hints, partition names in the order to try them (the broker's list
+--      of recently written partitions, broker/recent.rs): those with messages
+--      past the group's cursor and no live lease, least recently consumed
+--      first. With p_report_drained, every hinted partition with nothing past
+--      the cursor (or unknown) comes back first as a marker row (partition id
+--      and name, every message column NULL), so the broker stops hinting it
+--      for that group until it is written again. A leased partition is not
+--      drained and is not reported.
+--   2. only with p_walk: queen.walk_eligible, the floor for whatever the
+--      hints miss (lost hints, restarts, expired leases).
+-- Concurrent pops compute the same order, so each pass starts at one of its
+-- first four candidates (chosen at random) and they do not all queue on one
+-- cursor row.
+-- Called by: `Store::claim`, for wildcard pops.
+
+CREATE OR REPLACE FUNCTION queen.pop_queue(
+    p_queue_id         uuid,
+    p_queue_name       text,
+    p_group            text,
+    p_batch            integer,
+    p_max_partitions   integer,
+    p_lease_id         uuid,
+    p_lease_seconds    integer,
+    p_auto_ack         boolean,
+    p_delay_seconds    integer,
+    p_window_seconds   integer,
+    p_sub_mode         text,
+    p_sub_from         text,
+    p_holder           text,
+    p_hints            text[],     -- partition names, in the order to try them
+    p_report_drained   boolean,
+    p_walk             boolean     -- false: only the hints, no walk
+) RETURNS TABLE (partition_id uuid, partition_name text, msg_offset bigint, message_id uuid,
+                 transaction_id text, trace_id uuid, payload text, producer_sub text,
+                 created_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+    v_left    integer := p_batch;
+    v_claims  integer := 0;
+    v_n       integer;
+    v_ids     uuid[];
+    v_names   text[];
+    v_dids    uuid[];
+    v_dnames  text[];
+    v_tried   uuid[] := '{}';
+    v_pass    integer;
+    v_k       integer;
+    j         integer;
+BEGIN
+    FOR v_pass IN 1 .. CASE WHEN p_walk THEN 2 ELSE 1 END LOOP
+        IF v_pass = 1 THEN
+            CONTINUE WHEN coalesce(cardinality(p_hints), 0) = 0;
+            -- hinted partitions with messages past the group's cursor and no
+            -- live lease, least recently consumed first; and the drained ones
+            SELECT array_agg(e.id ORDER BY e.last_consumed_at NULLS FIRST, e.n) FILTER (WHERE e.eligible),
+                   array_agg(e.name ORDER BY e.last_consumed_at NULLS FIRST, e.n) FILTER (WHERE e.eligible),
+                   array_agg(e.id) FILTER (WHERE NOT e.pending),
+                   array_agg(e.name) FILTER (WHERE NOT e.pending)
+            INTO v_ids, v_names, v_dids, v_dnames
+            FROM (SELECT x.*, x.pending AND (x.lease_expires_at IS NULL OR x.lease_expires_at <= now()) AS eligible
+                  FROM (SELECT h.name, h.n, pt.id, lc.last_consumed_at, lc.lease_expires_at,
+                               coalesce(pt.next_offset > greatest(coalesce(lc.committed_offset + 1, pt.low_offset),
+                                                                  pt.low_offset), false) AS pending
+                        FROM unnest(p_hints) WITH ORDINALITY AS h(name, n)
+                        LEFT JOIN queen.partitions pt ON pt.queue_id = p_queue_id AND pt.name = h.name
+                        LEFT JOIN LATERAL (
+                            SELECT l.committed_offset, l.lease_expires_at, l.last_consumed_at
+                            FROM queen.log_consumers l
+                            WHERE l.partition_id = pt.id AND l.consumer_group = p_group
+                            LIMIT 1) lc ON true) x) e;
+            IF p_report_drained AND v_dnames IS NOT NULL THEN
+                RETURN QUERY
+                    SELECT d.id, d.name, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid,
+                           NULL::text, NULL::text, NULL::timestamptz
+                    FROM unnest(v_dids, v_dnames) AS d(id, name);
+            END IF;
+        ELSE
+            SELECT array_agg(w.id), array_agg(w.name) INTO v_ids, v_names
+            FROM queen.walk_eligible(p_queue_id, p_group, p_delay_seconds, p_window_seconds,
+                                     v_tried, p_max_partitions * 4 + 16) w;
+        END IF;
+        -- concurrent pops compute the same order: each starts at one of the
+        -- first four, so they do not all queue on one cursor row
+        v_k := floor(random() * least(coalesce(cardinality(v_ids), 0), 4))::integer;
+        IF v_k > 0 THEN
+            v_ids := v_ids[v_k + 1:] || v_ids[1:v_k];
+            v_names := v_names[v_k + 1:] || v_names[1:v_k];
+        END IF;
+        FOR j IN 1 .. coalesce(cardinality(v_ids), 0) LOOP
+            v_tried := v_tried || v_ids[j];
+            RETURN QUERY
+                SELECT v_ids[j], v_names[j], m.*
+                FROM queen.claim_partition(v_ids[j], p_queue_name, v_names[j], p_group, v_left,
+                                           p_lease_id, p_lease_seconds, p_auto_ack, p_delay_seconds,
+                                           p_window_seconds, '', p_sub_mode, p_sub_from, p_holder) m;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            IF v_n > 0 THEN
+                v_claims := v_claims + 1;
+                v_left := v_left - v_n;
+            END IF;
+            EXIT WHEN v_claims >= p_max_partitions OR v_left <= 0;
+        END LOOP;
+        EXIT WHEN v_claims >= p_max_partitions OR v_left <= 0;
+    END LOOP;
+END;
+$$;

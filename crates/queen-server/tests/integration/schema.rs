@@ -1,0 +1,339 @@
+//! The schema runner: a fresh install and an upgrade from the development
+//! history before the baseline end identical, stored function files are
+//! skipped when unchanged and applied again when changed, and a history the
+//! runner does not know is refused without touching the database.
+
+use std::collections::BTreeSet;
+
+use queen_server::store::run_migrations;
+use queen_testkit::TestDb;
+use tokio_postgres::Client;
+
+/// The migrations of development builds before the baseline, frozen as they
+/// were (`V1__schema` .. `V10__ack_match_by_rank`): a database migrated by
+/// them is what an upgrade starts from. Never applied by the broker.
+mod pre_baseline {
+    refinery::embed_migrations!("tests/fixtures/pre_baseline_migrations");
+}
+
+/// Migrates `client`'s database the way builds before the baseline did, up to
+/// `target` (all of it with `None`).
+async fn migrate_pre_baseline(client: &mut Client, target: Option<i32>) {
+    client
+        .batch_execute("CREATE SCHEMA IF NOT EXISTS queen")
+        .await
+        .unwrap();
+    let mut runner = pre_baseline::migrations::runner();
+    if let Some(v) = target {
+        runner = runner.set_target(refinery::Target::Version(v));
+    }
+    runner
+        .set_migration_table_name("queen.schema_history")
+        .run_async(client)
+        .await
+        .unwrap();
+}
+
+/// Everything PostgreSQL knows about schema `queen`, one line per fact, with
+/// no oids and nothing that depends on when or in which order objects were
+/// created: function definitions, relations with their kind and options,
+/// columns (type, default, nullability, storage), indexes, constraints,
+/// views, sequences, triggers, types and comments; and the two history
+/// tables of the runner.
+async fn catalog(client: &Client) -> BTreeSet<String> {
+    let queries: [(&str, &str); 13] = [
+        (
+            "function",
+            "SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid)
+             FROM pg_proc p WHERE p.pronamespace = 'queen'::regnamespace",
+        ),
+        (
+            "relation",
+            "SELECT c.relname, concat_ws(' ', c.relkind, c.relpersistence, c.relreplident,
+                                         coalesce(array_to_string(c.reloptions, ','), '-'))
+             FROM pg_class c WHERE c.relnamespace = 'queen'::regnamespace",
+        ),
+        (
+            "column",
+            "SELECT c.relname || '.' || a.attname,
+                    concat_ws(' ', a.attnum, format_type(a.atttypid, a.atttypmod),
+                              CASE WHEN a.attnotnull THEN 'not null' ELSE 'null' END,
+                              'default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '-'),
+                              'storage=' || a.attstorage::text,
+                              'compression=' || a.attcompression::text,
+                              'identity=' || a.attidentity::text, 'generated=' || a.attgenerated::text,
+                              'collation=' || a.attcollation::regcollation::text)
+             FROM pg_attribute a
+             JOIN pg_class c ON c.oid = a.attrelid
+             LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+             WHERE c.relnamespace = 'queen'::regnamespace AND a.attnum > 0 AND NOT a.attisdropped",
+        ),
+        (
+            "index",
+            "SELECT i.indexrelid::regclass::text, pg_get_indexdef(i.indexrelid)
+             FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+             WHERE c.relnamespace = 'queen'::regnamespace",
+        ),
+        (
+            "constraint",
+            "SELECT con.conrelid::regclass::text || ' ' || con.conname, pg_get_constraintdef(con.oid)
+             FROM pg_constraint con WHERE con.connamespace = 'queen'::regnamespace",
+        ),
+        (
+            "view",
+            "SELECT v.viewname::text, v.definition FROM pg_views v WHERE v.schemaname = 'queen'",
+        ),
+        (
+            "sequence",
+            "SELECT s.sequencename::text,
+                    concat_ws(' ', s.data_type, s.start_value, s.min_value, s.max_value,
+                              s.increment_by, s.cycle, s.cache_size)
+             FROM pg_sequences s WHERE s.schemaname = 'queen'",
+        ),
+        (
+            "sequence owner",
+            "SELECT s.relname::text, d.refobjid::regclass::text || '.' || d.refobjsubid
+             FROM pg_depend d JOIN pg_class s ON s.oid = d.objid
+             WHERE s.relkind = 'S' AND s.relnamespace = 'queen'::regnamespace
+               AND d.deptype IN ('a', 'i') AND d.refclassid = 'pg_class'::regclass",
+        ),
+        (
+            "trigger",
+            "SELECT t.tgrelid::regclass::text || ' ' || t.tgname, pg_get_triggerdef(t.oid)
+             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+             WHERE c.relnamespace = 'queen'::regnamespace AND NOT t.tgisinternal",
+        ),
+        (
+            "type",
+            "SELECT t.typname::text, t.typtype::text
+             FROM pg_type t WHERE t.typnamespace = 'queen'::regnamespace",
+        ),
+        (
+            "comment",
+            "SELECT pg_describe_object(d.classoid, d.objoid, d.objsubid), d.description
+             FROM pg_description d
+             WHERE (pg_identify_object(d.classoid, d.objoid, d.objsubid)).schema = 'queen'",
+        ),
+        (
+            "schema history",
+            "SELECT h.version::text, h.name || ' ' || h.checksum FROM queen.schema_history h",
+        ),
+        (
+            "function history",
+            "SELECT f.name, f.checksum FROM queen.function_history f",
+        ),
+    ];
+    let mut facts = BTreeSet::new();
+    for (kind, sql) in queries {
+        for row in client.query(sql, &[]).await.unwrap() {
+            let name: String = row.get(0);
+            let value: String = row.get(1);
+            facts.insert(format!("{kind} {name}: {value}"));
+        }
+    }
+    facts
+}
+
+/// Fails with the facts only one side has when two catalogs differ.
+#[track_caller]
+fn assert_same_catalog(fresh: &BTreeSet<String>, upgraded: &BTreeSet<String>) {
+    let only = |a: &BTreeSet<String>, b: &BTreeSet<String>| {
+        a.difference(b).cloned().collect::<Vec<_>>().join("\n")
+    };
+    assert!(
+        fresh == upgraded,
+        "the schemas differ\n--- only after a fresh install:\n{}\n--- only after the upgrade:\n{}",
+        only(fresh, upgraded),
+        only(upgraded, fresh)
+    );
+}
+
+/// Names of the stored function files under `sql/functions/`.
+fn function_files() -> BTreeSet<String> {
+    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/sql/functions"))
+        .unwrap()
+        .map(|e| {
+            let name = e.unwrap().file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".sql").unwrap().to_owned()
+        })
+        .collect()
+}
+
+/// (name, checksum, applied_at) of every row of `queen.function_history`.
+async fn function_history(client: &Client) -> BTreeSet<(String, String, String)> {
+    client
+        .query(
+            "SELECT name, checksum, applied_at::text FROM queen.function_history",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect()
+}
+
+async fn function_def(client: &Client, name: &str) -> String {
+    client
+        .query_one(
+            "SELECT pg_get_functiondef(p.oid) FROM pg_proc p
+             WHERE p.pronamespace = 'queen'::regnamespace AND p.proname = $1",
+            &[&name],
+        )
+        .await
+        .unwrap()
+        .get(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identical() {
+    let fresh = TestDb::empty().await.unwrap();
+    let mut fresh_client = fresh.client().await.unwrap();
+    assert_eq!(run_migrations(&mut fresh_client).await.unwrap(), 2);
+
+    let old = TestDb::empty().await.unwrap();
+    let mut old_client = old.client().await.unwrap();
+    migrate_pre_baseline(&mut old_client, None).await;
+    // a message pushed through the old functions, to be popped through the new ones
+    old_client
+        .batch_execute(
+            "INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), 'kept');
+             SELECT queen.push_batch(ARRAY[q.id], ARRAY['p'], ARRAY[gen_random_uuid()],
+                                     ARRAY['before-upgrade'], ARRAY[NULL::uuid], ARRAY['{}'],
+                                     ARRAY[NULL::text], false)
+             FROM queen.queues q WHERE q.name = 'kept';",
+        )
+        .await
+        .unwrap();
+    // the rewritten history holds the baseline, and V2 runs on top of it
+    assert_eq!(run_migrations(&mut old_client).await.unwrap(), 1);
+
+    assert_same_catalog(&catalog(&fresh_client).await, &catalog(&old_client).await);
+
+    let popped: Vec<String> = old_client
+        .query(
+            "SELECT m.transaction_id FROM queen.queues q,
+                    queen.pop_queue(q.id, q.name, 'g', 10, 1, gen_random_uuid(), 60, false, 0, 0,
+                                    'all', NULL, 'test', '{}', true, true) m
+             WHERE q.name = 'kept'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(popped, vec!["before-upgrade".to_owned()]);
+
+    // once up to date, running again changes nothing
+    let before = catalog(&old_client).await;
+    assert_eq!(run_migrations(&mut old_client).await.unwrap(), 0);
+    assert_same_catalog(&before, &catalog(&old_client).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_holds_exactly_one_function_per_file() {
+    let db = TestDb::new().await.unwrap();
+    let client = db.client().await.unwrap();
+    let rows = client
+        .query(
+            "SELECT p.proname::text, count(*) FROM pg_proc p
+             WHERE p.pronamespace = 'queen'::regnamespace GROUP BY p.proname",
+            &[],
+        )
+        .await
+        .unwrap();
+    let mut names = BTreeSet::new();
+    for row in rows {
+        let name: String = row.get(0);
+        let overloads: i64 = row.get(1);
+        assert_eq!(overloads, 1, "queen.{name} has {overloads} overloads");
+        names.insert(name);
+    }
+    assert_eq!(names, function_files());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn function_files_are_skipped_when_unchanged_and_applied_again_when_changed() {
+    let db = TestDb::new().await.unwrap();
+    let mut client = db.client().await.unwrap();
+    let push_batch = function_def(&client, "push_batch").await;
+    let recorded = function_history(&client).await;
+    assert_eq!(
+        recorded
+            .iter()
+            .map(|(n, _, _)| n.clone())
+            .collect::<BTreeSet<_>>(),
+        function_files()
+    );
+
+    // push_batch as an older file left it; seek edited by hand, its file unchanged
+    client
+        .batch_execute(
+            "CREATE OR REPLACE FUNCTION queen.push_batch(
+                 p_queue_ids uuid[], p_partitions text[], p_message_ids uuid[], p_txn_ids text[],
+                 p_trace_ids uuid[], p_payloads text[], p_producer_subs text[], p_strict boolean
+             ) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid)
+             LANGUAGE sql AS $$ SELECT 1, 'stale', NULL::uuid, NULL::uuid $$;
+             UPDATE queen.function_history SET checksum = 'from an older file'
+             WHERE name = 'push_batch';
+             CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue_id uuid, p_partition text,
+                                                   p_to_end boolean, p_at timestamptz)
+             RETURNS TABLE (partition_name text, committed_offset bigint)
+             LANGUAGE sql AS $$ SELECT 'edited by hand', 0::bigint $$;",
+        )
+        .await
+        .unwrap();
+    let seek_by_hand = function_def(&client, "seek").await;
+
+    assert_eq!(run_migrations(&mut client).await.unwrap(), 0);
+    assert_eq!(function_def(&client, "push_batch").await, push_batch);
+    assert_eq!(
+        function_def(&client, "seek").await,
+        seek_by_hand,
+        "an unchanged file is not applied again"
+    );
+    let now = function_history(&client).await;
+    let changed: Vec<&String> = now.difference(&recorded).map(|(name, _, _)| name).collect();
+    assert_eq!(changed, vec!["push_batch"]);
+    let checksum = |set: &BTreeSet<(String, String, String)>| {
+        set.iter()
+            .find(|(n, _, _)| n == "push_batch")
+            .map(|(_, c, _)| c.clone())
+    };
+    assert_eq!(checksum(&now), checksum(&recorded));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partial_pre_baseline_history_is_refused_and_left_alone() {
+    let db = TestDb::empty().await.unwrap();
+    let mut client = db.client().await.unwrap();
+    migrate_pre_baseline(&mut client, Some(7)).await;
+    let before = untouched_catalog(&client).await;
+
+    let err = run_migrations(&mut client).await.unwrap_err().to_string();
+    assert!(err.contains("V7__planner_stats"), "{err}");
+    assert!(err.contains("recreate the database"), "{err}");
+    assert_eq!(untouched_catalog(&client).await, before);
+}
+
+/// The catalog of a database the runner has not touched yet (no
+/// `queen.function_history` to read).
+async fn untouched_catalog(client: &Client) -> Vec<String> {
+    client
+        .query(
+            "SELECT h.version || ' ' || h.name || ' ' || h.checksum FROM queen.schema_history h
+             UNION ALL
+             SELECT p.oid::regprocedure::text FROM pg_proc p
+             WHERE p.pronamespace = 'queen'::regnamespace
+             UNION ALL
+             SELECT c.relname::text FROM pg_class c WHERE c.relnamespace = 'queen'::regnamespace
+             ORDER BY 1",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
