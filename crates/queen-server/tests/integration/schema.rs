@@ -173,6 +173,16 @@ async fn function_history(client: &Client) -> BTreeSet<(String, String, String)>
         .collect()
 }
 
+/// The text of `sql/functions/<name>.sql` with a comment line added to the
+/// function's body: the same function, defined differently.
+fn edited_function_file(name: &str, note: &str) -> String {
+    let path = format!("{}/sql/functions/{name}.sql", env!("CARGO_MANIFEST_DIR"));
+    let file = std::fs::read_to_string(path).unwrap();
+    let edited = file.replacen(" AS $$\n", &format!(" AS $$\n    -- {note}\n"), 1);
+    assert_ne!(edited, file, "{name}.sql has no body opening with `AS $$`");
+    edited
+}
+
 async fn function_def(client: &Client, name: &str) -> String {
     client
         .query_one(
@@ -269,19 +279,23 @@ async fn function_files_are_skipped_when_unchanged_and_applied_again_when_change
 
     // push_batch as an older file left it; seek edited by hand, its file unchanged
     client
-        .batch_execute(
-            "CREATE OR REPLACE FUNCTION queen.push_batch(
-                 p_queue_ids uuid[], p_partitions text[], p_message_ids uuid[], p_txn_ids text[],
-                 p_trace_ids uuid[], p_payloads text[], p_producer_subs text[], p_strict boolean
-             ) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid)
-             LANGUAGE sql AS $$ SELECT 1, 'stale', NULL::uuid, NULL::uuid $$;
-             UPDATE queen.function_history SET checksum = 'from an older file'
-             WHERE name = 'push_batch';
-             CREATE OR REPLACE FUNCTION queen.seek(p_group text, p_queue_id uuid, p_partition text,
-                                                   p_to_end boolean, p_at timestamptz)
-             RETURNS TABLE (partition_name text, committed_offset bigint)
-             LANGUAGE sql AS $$ SELECT 'edited by hand', 0::bigint $$;",
+        .batch_execute(&edited_function_file(
+            "push_batch",
+            "as an older file had it",
+        ))
+        .await
+        .unwrap();
+    client
+        .execute(
+            "UPDATE queen.function_history SET checksum = 'of an older file'
+             WHERE name = 'push_batch'",
+            &[],
         )
+        .await
+        .unwrap();
+    assert_ne!(function_def(&client, "push_batch").await, push_batch);
+    client
+        .batch_execute(&edited_function_file("seek", "edited by hand"))
         .await
         .unwrap();
     let seek_by_hand = function_def(&client, "seek").await;
