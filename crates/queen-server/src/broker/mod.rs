@@ -34,11 +34,6 @@ use config_cache::QueueCache;
 use long_poll::Waker;
 use metrics::{Flags, Metrics};
 
-/// `queen.system_state` key of push maintenance mode (same as the reference).
-pub const PUSH_MAINTENANCE_KEY: &str = "maintenance_mode";
-/// `queen.system_state` key of pop maintenance mode.
-pub const POP_MAINTENANCE_KEY: &str = "pop_maintenance_mode";
-
 /// Waker key every push notifies: namespace pops, which span queues, park on it.
 pub const ANY_QUEUE_KEY: &str = "*";
 
@@ -90,6 +85,12 @@ impl Broker {
         spool: crate::spool::Spool,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
+        let metrics = Metrics::default();
+        for collector in store.metric_collectors() {
+            if let Err(e) = metrics.registry.register(collector) {
+                tracing::warn!(error = %e, "database metrics not registered");
+            }
+        }
         Arc::new(Self {
             cipher: config
                 .encryption_key
@@ -100,7 +101,7 @@ impl Broker {
             config,
             store,
             waker: Waker::default(),
-            metrics: Metrics::default(),
+            metrics,
             flags: Flags::default(),
             spool,
             mesh: OnceLock::new(),
@@ -150,36 +151,33 @@ impl Broker {
     }
 
     /// Sets a maintenance flag in PostgreSQL and in this replica's cache.
-    pub async fn set_maintenance(&self, pop: bool, enabled: bool) -> Result<(), StoreError> {
-        let key = if pop {
-            POP_MAINTENANCE_KEY
-        } else {
-            PUSH_MAINTENANCE_KEY
-        };
-        self.store.set_flag(key, enabled).await?;
-        self.apply_maintenance(pop, enabled);
+    pub async fn set_maintenance(
+        &self,
+        kind: MaintenanceKind,
+        enabled: bool,
+    ) -> Result<(), StoreError> {
+        self.store.set_maintenance(kind, enabled).await?;
+        self.apply_maintenance(kind, enabled);
         self.hint(Frame::MaintenanceModeSet(MaintenanceModeSet {
-            mode: if pop {
-                MaintenanceKind::Pop
-            } else {
-                MaintenanceKind::Push
-            },
+            mode: kind,
             enabled,
         }));
         Ok(())
     }
 
     /// Applies a maintenance flag to this replica's cache (hint or reconcile).
-    pub fn apply_maintenance(&self, pop: bool, enabled: bool) {
+    pub fn apply_maintenance(&self, kind: MaintenanceKind, enabled: bool) {
         use std::sync::atomic::Ordering;
-        let flag = if pop {
-            &self.flags.pop_maintenance
-        } else {
-            &self.flags.push_maintenance
+        let flag = match kind {
+            MaintenanceKind::Pop => &self.flags.pop_maintenance,
+            MaintenanceKind::Push => &self.flags.push_maintenance,
         };
         if flag.swap(enabled, Ordering::Relaxed) != enabled {
             tracing::info!(
-                mode = if pop { "pop" } else { "push" },
+                mode = match kind {
+                    MaintenanceKind::Pop => "pop",
+                    MaintenanceKind::Push => "push",
+                },
                 enabled,
                 "maintenance mode changed"
             );
@@ -188,10 +186,10 @@ impl Broker {
 
     /// Re-reads persisted state that other replicas may have changed.
     pub async fn reconcile(&self) -> Result<(), StoreError> {
-        let push = self.store.flag(PUSH_MAINTENANCE_KEY).await?;
-        let pop = self.store.flag(POP_MAINTENANCE_KEY).await?;
-        self.apply_maintenance(false, push);
-        self.apply_maintenance(true, pop);
+        for kind in [MaintenanceKind::Push, MaintenanceKind::Pop] {
+            let enabled = self.store.maintenance(kind).await?;
+            self.apply_maintenance(kind, enabled);
+        }
         Ok(())
     }
 

@@ -49,8 +49,10 @@ impl From<StoreError> for ApiError {
                     message: "Database unavailable".into(),
                 }
             }
-            StoreError::Rejected(m) | StoreError::UniqueViolation(m) => Self::bad_request(m),
-            StoreError::Conflict(_) | StoreError::Other(_) => {
+            StoreError::Rejected(_) | StoreError::UniqueViolation(_) => {
+                Self::bad_request(e.to_string())
+            }
+            StoreError::Conflict(_) | StoreError::Timeout(_) | StoreError::Other(_) => {
                 tracing::error!(error = %e, "request failed");
                 Self {
                     status: StatusCode::INTERNAL_SERVER_ERROR,

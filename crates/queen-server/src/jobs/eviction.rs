@@ -7,7 +7,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::{gated_cycle, EVICTION_LOCK_KEY};
 use crate::broker::Broker;
-use crate::store::jobs::evict_expired;
 
 /// Most eviction passes one cycle runs.
 const MAX_PASSES: usize = 100;
@@ -20,15 +19,16 @@ pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
             _ = cancel.cancelled() => return,
         }
         let batch = broker.config.jobs.eviction_batch;
+        let store = &broker.store;
         gated_cycle(
             &broker,
             "eviction",
             EVICTION_LOCK_KEY,
             period,
-            async move |client| {
+            async move |lock| {
                 let mut affected = 0i64;
                 for _ in 0..MAX_PASSES {
-                    let n = evict_expired(client, batch).await?;
+                    let n = store.evict_expired(lock, batch).await?;
                     affected += i64::from(n);
                     if n == 0 {
                         break;

@@ -23,6 +23,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::store::jobs::AdvisoryLockGuard;
 
 /// Advisory lock key of the retention job ("queenret").
 pub const RETENTION_LOCK_KEY: i64 = 0x7175_6565_6e72_6574;
@@ -92,9 +93,8 @@ fn cycle_number(period: Duration) -> i64 {
 /// `work` on the lock's connection with the lock held, and records the result.
 async fn gated_cycle<F>(broker: &Broker, job: &'static str, key: i64, period: Duration, work: F)
 where
-    F: AsyncFnOnce(&tokio_postgres::Client) -> Result<i64, crate::store::StoreError>,
+    F: AsyncFnOnce(&AdvisoryLockGuard) -> Result<i64, crate::store::StoreError>,
 {
-    use crate::store::jobs::{claim_cycle, finish_cycle};
     if !broker.store.is_ready() {
         return;
     }
@@ -111,11 +111,15 @@ where
     };
     let cycle = cycle_number(period);
     let result = async {
-        if !claim_cycle(&guard.client, job, cycle, &broker.config.server_id).await? {
+        let store = &broker.store;
+        if !store
+            .claim_cycle(&guard, job, cycle, &broker.config.server_id)
+            .await?
+        {
             return Ok(None);
         }
-        let affected = work(&guard.client).await?;
-        finish_cycle(&guard.client, job, cycle, affected).await?;
+        let affected = work(&guard).await?;
+        store.finish_cycle(&guard, job, cycle, affected).await?;
         Ok::<_, crate::store::StoreError>(Some(affected))
     }
     .await;

@@ -1,6 +1,6 @@
 //! What a received hint does on this replica.
 
-use queen_proto::mesh::{Frame, MaintenanceKind};
+use queen_proto::mesh::Frame;
 
 use crate::broker::{Broker, ANY_QUEUE_KEY};
 
@@ -15,7 +15,7 @@ pub(super) fn apply(broker: &Broker, frame: Frame) {
         Frame::PartitionFree(h) => broker.waker.notify(&h.queue),
         Frame::QueueConfigInvalidate(h) => broker.queues.invalidate(&h.queue),
         Frame::MaintenanceModeSet(h) => {
-            broker.apply_maintenance(h.mode == MaintenanceKind::Pop, h.enabled);
+            broker.apply_maintenance(h.mode, h.enabled);
         }
         Frame::Heartbeat(_) | Frame::Hello(_) => {}
     }

@@ -263,6 +263,7 @@ async fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::DbError;
 
     fn verdict(e: BrokerError) -> &'static str {
         match judge(e) {
@@ -276,19 +277,17 @@ mod tests {
     #[test]
     fn errors_are_sorted_into_retry_and_refuse() {
         let store = |e: StoreError| verdict(BrokerError::Store(e));
-        assert_eq!(store(StoreError::Unavailable("gone".into())), "unreachable");
+        let db = DbError::message;
+        assert_eq!(store(StoreError::Unavailable(db("gone"))), "unreachable");
         assert_eq!(store(StoreError::NotReady), "unreachable");
         assert_eq!(
-            store(StoreError::Other("57014: canceling statement".into())),
+            store(StoreError::Timeout(db("canceling statement"))),
             "unreachable"
         );
-        assert_eq!(store(StoreError::Conflict("deadlock".into())), "transient");
-        assert_eq!(store(StoreError::Rejected("bad".into())), "refuse");
-        assert_eq!(store(StoreError::UniqueViolation("dup".into())), "refuse");
-        assert_eq!(
-            store(StoreError::Other("22021: bad byte".into())),
-            "counted"
-        );
+        assert_eq!(store(StoreError::Conflict(db("deadlock"))), "transient");
+        assert_eq!(store(StoreError::Rejected(db("bad"))), "refuse");
+        assert_eq!(store(StoreError::UniqueViolation(db("dup"))), "refuse");
+        assert_eq!(store(StoreError::Other(db("bad byte"))), "counted");
         assert_eq!(verdict(BrokerError::Invalid("name".into())), "refuse");
     }
 

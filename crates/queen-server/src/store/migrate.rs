@@ -26,7 +26,7 @@ pub async fn run_migrations(client: &mut Client) -> Result<usize, StoreError> {
     let unlock = client
         .execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK_KEY])
         .await;
-    let report = result.map_err(|e| StoreError::Other(format!("migration failed: {e}")))?;
+    let report = result.map_err(|e| StoreError::other("migration failed", e))?;
     unlock?;
     Ok(report.applied_migrations().len())
 }

@@ -12,7 +12,7 @@ use crate::app::AppState;
 use crate::broker::AckRequest;
 use crate::http::body::{opt_str, opt_uuid, parse_object, read_bytes};
 use crate::http::error::ApiError;
-use crate::store::AckItem;
+use crate::store::{AckItem, AckStatus};
 
 /// Reads the fields of one acknowledgement; `messages` are the errors for a
 /// missing transactionId and partitionId.
@@ -29,9 +29,7 @@ pub fn parse_ack_item(
         .ok_or_else(|| ApiError::bad_request(missing_partition))?;
     let partition_id = Uuid::parse_str(partition_id)
         .map_err(|_| ApiError::bad_request("partitionId must be a valid UUID"))?;
-    let status = opt_str(map, "status", "status must be a string")?
-        .unwrap_or("completed")
-        .to_owned();
+    let status = AckStatus::parse(opt_str(map, "status", "status must be a string")?);
     let error = opt_str(map, "error", "error must be a string")?.map(str::to_owned);
     Ok(AckItem {
         partition_id,

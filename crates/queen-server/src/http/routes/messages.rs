@@ -104,8 +104,8 @@ pub async fn detail(
     let consumed_by_groups: Vec<&str> = d
         .groups
         .iter()
-        .filter(|(_, consumed, _)| *consumed)
-        .map(|(g, _, _)| g.as_str())
+        .filter(|g| g.consumed)
+        .map(|g| g.group.as_str())
         .collect();
     let extra = json!({
         "payload": payload_json(open(app.broker.cipher.as_ref(), d.payload.clone())),
@@ -120,8 +120,8 @@ pub async fn detail(
             "hasQueueMode": m.has_queue_mode, "busGroupsCount": m.bus_groups,
             "consumedByGroups": consumed_by_groups, "type": mode(m.has_queue_mode, m.bus_groups)["type"],
         },
-        "consumerGroups": d.groups.iter().map(|(name, consumed, lease)| json!({
-            "name": name, "consumed": consumed, "leaseExpiresAt": lease.map(format_millis),
+        "consumerGroups": d.groups.iter().map(|g| json!({
+            "name": g.group, "consumed": g.consumed, "leaseExpiresAt": g.lease_expires_at.map(format_millis),
         })).collect::<Vec<_>>(),
     });
     if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {

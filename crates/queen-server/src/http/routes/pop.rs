@@ -99,7 +99,10 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
                     let data = RawValue::from_string(open(app.broker.cipher.as_ref(), m.payload))
                         .map_err(|e| {
                         tracing::error!(error = %e, "stored payload is not JSON");
-                        ApiError::from(crate::store::StoreError::Other(e.to_string()))
+                        ApiError::from(crate::store::StoreError::other(
+                            "stored payload is not JSON",
+                            e,
+                        ))
                     })?;
                     Ok(PoppedMessage {
                         id: m.message_id.to_string(),

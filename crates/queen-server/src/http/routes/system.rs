@@ -3,6 +3,7 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::Json;
+use queen_proto::mesh::MaintenanceKind;
 use serde_json::{json, Value};
 
 use crate::app::AppState;
@@ -51,7 +52,9 @@ pub async fn set_maintenance(
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let enabled = enabled_from(&app, body).await?;
-    app.broker.set_maintenance(false, enabled).await?;
+    app.broker
+        .set_maintenance(MaintenanceKind::Push, enabled)
+        .await?;
     if !enabled {
         // replay what maintenance mode spooled, now rather than at the next tick
         app.broker.spool.kick.notify_one();
@@ -79,7 +82,9 @@ pub async fn set_pop_maintenance(
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
     let enabled = enabled_from(&app, body).await?;
-    app.broker.set_maintenance(true, enabled).await?;
+    app.broker
+        .set_maintenance(MaintenanceKind::Pop, enabled)
+        .await?;
     Ok(Json(json!({
         "popMaintenanceMode": enabled,
         "message": if enabled {

@@ -17,7 +17,7 @@ use crate::http::body::{
     opt_str, parse_object, path_uuid, query_page, read_bytes, Query as Params,
 };
 use crate::http::error::ApiError;
-use crate::store::Trace;
+use crate::store::{NewTrace, Trace};
 
 pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response, ApiError> {
     let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
@@ -60,16 +60,16 @@ pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response,
     let stored = app
         .broker
         .store
-        .insert_trace(
+        .insert_trace(&NewTrace {
             id,
             partition_id,
             transaction_id,
-            group.as_str(),
+            consumer_group: group.as_str(),
             event_type,
-            &data,
-            &names,
-            &app.broker.config.server_id,
-        )
+            data: &data,
+            names: &names,
+            worker_id: &app.broker.config.server_id,
+        })
         .await?;
     if !stored {
         // the contract's (odd) status for an unknown message; clients ignore trace failures

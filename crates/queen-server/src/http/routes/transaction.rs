@@ -13,7 +13,7 @@ use crate::app::AppState;
 use crate::broker::TxOp;
 use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
-use crate::store::TxOutcome;
+use crate::store::{AckStatus, TxOutcome};
 
 pub async fn transaction(
     State(app): State<AppState>,
@@ -53,8 +53,8 @@ pub async fn transaction(
                     "partitionId is required to ensure message uniqueness",
                 )?;
                 if !matches!(
-                    item.status.as_str(),
-                    "completed" | "success" | "failed" | "dlq"
+                    item.status,
+                    AckStatus::Completed | AckStatus::Failed | AckStatus::Dlq
                 ) {
                     return Err(ApiError::bad_request(format!(
                         "Invalid ack status in transaction: {}",
