@@ -16,6 +16,7 @@
 //! from segments). Ack → `store.acknowledge` (`queen.ack_batch`: cursor moves).
 
 pub mod app;
+pub mod backoff;
 pub mod broker;
 pub mod config;
 pub mod http;
@@ -31,8 +32,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::broker::Broker;
+use crate::broker::{spawn_hint_applier, Broker};
 use crate::config::Config;
+use crate::mesh::Mesh;
 use crate::store::Store;
 
 /// Opens this broker's spool directory; the error names `FILE_BUFFER_DIR`.
@@ -59,28 +61,36 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     tracing::info!(config = %config.describe(), "effective configuration");
-    let store = Store::new(&config.db)?;
-    let spool = open_spool(&config).await?;
-    let broker = Broker::new(config, store, spool, shutdown.child_token());
-    // stops by itself when `shutdown` is cancelled
-    tokio::spawn(spool::drain::run(broker.clone(), shutdown.clone()));
-    let app = Arc::new(App {
-        broker: broker.clone(),
-    });
-
-    let mut background = jobs::spawn_all(&broker, &shutdown);
-    if broker.config.mesh.is_active() {
-        let mesh = mesh::Mesh::start(
-            broker.config.mesh.clone(),
-            broker.config.server_id.clone(),
-            broker.clone(),
+    // built in dependency order: the broker takes the store, the spool and the mesh
+    let store = Arc::new(Store::new(&config.db)?);
+    let spool = Arc::new(open_spool(&config).await?);
+    let mesh = if config.mesh.is_active() {
+        let (mesh, inbox) = Mesh::start(
+            config.mesh.clone(),
+            config.server_id.clone(),
             shutdown.child_token(),
         )
         .await;
-        let _ = broker.mesh.set(mesh);
+        Some((mesh, inbox))
     } else {
         tracing::info!("mesh off (no peers or sync disabled): local long-poll waker only");
+        None
+    };
+    let (mesh, inbox) = mesh.unzip();
+    let broker = Broker::new(
+        config,
+        store.clone(),
+        spool.clone(),
+        mesh,
+        shutdown.child_token(),
+    );
+    if let Some(inbox) = inbox {
+        spawn_hint_applier(broker.clone(), inbox, shutdown.child_token());
     }
+    let mut background = jobs::spawn_all(&broker, &store, &spool, &shutdown);
+    let app = Arc::new(App {
+        broker: broker.clone(),
+    });
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");

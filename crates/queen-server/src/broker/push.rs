@@ -133,10 +133,26 @@ impl Broker {
             .collect())
     }
 
+    /// Replays records of the spool: appends them like a direct push and
+    /// returns how many reached PostgreSQL (queued, or already there).
+    pub async fn replay_spooled(&self, items: &[PushItem]) -> Result<u64, BrokerError> {
+        let outcomes = self.append_now(items).await?;
+        let replayed = outcomes
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    PushOutcome::Queued { .. } | PushOutcome::Duplicate { .. }
+                )
+            })
+            .count() as u64;
+        self.metrics.spool_drained.inc_by(replayed);
+        Ok(replayed)
+    }
+
     /// Appends `items` to PostgreSQL (one transaction) and wakes pops parked on
-    /// the queues written to; the spool drainer replays through here too.
-    /// Outcomes follow input order.
-    pub async fn append_now(&self, items: &[PushItem]) -> Result<Vec<PushOutcome>, BrokerError> {
+    /// the queues written to. Outcomes follow input order.
+    async fn append_now(&self, items: &[PushItem]) -> Result<Vec<PushOutcome>, BrokerError> {
         if items.is_empty() {
             return Ok(Vec::new());
         }

@@ -25,7 +25,7 @@ use routes::{
 /// Builds the router of every route, with CORS on every answer and JWT
 /// authentication when it is enabled.
 pub fn router(state: AppState) -> anyhow::Result<Router> {
-    let auth = &state.broker.config.auth;
+    let auth = &state.broker.config().auth;
     let verifier = if auth.enabled {
         Some(std::sync::Arc::new(auth::Verifier::new(auth)?))
     } else {
@@ -142,7 +142,7 @@ async fn count_requests(
     req: Request,
     next: Next,
 ) -> Response {
-    app.broker.metrics.http_requests.inc();
+    app.broker.count_http_request();
     next.run(req).await
 }
 

@@ -7,21 +7,23 @@ use tokio_util::sync::CancellationToken;
 
 use super::{gated_cycle, EVICTION_LOCK_KEY};
 use crate::broker::Broker;
+use crate::store::Store;
 
 /// Most eviction passes one cycle runs.
 const MAX_PASSES: usize = 100;
 
-pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
-    let period = broker.config.jobs.eviction_interval;
+pub(super) async fn run(broker: Arc<Broker>, store: Arc<Store>, cancel: CancellationToken) {
+    let period = broker.config().jobs.eviction_interval;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
             _ = cancel.cancelled() => return,
         }
-        let batch = broker.config.jobs.eviction_batch;
-        let store = &broker.store;
+        let batch = broker.config().jobs.eviction_batch;
+        let store = &*store;
         gated_cycle(
-            &broker,
+            store,
+            &broker.config().server_id,
             "eviction",
             EVICTION_LOCK_KEY,
             period,

@@ -7,21 +7,23 @@ use tokio_util::sync::CancellationToken;
 
 use super::{gated_cycle, RETENTION_LOCK_KEY};
 use crate::broker::Broker;
+use crate::store::Store;
 
 /// Most retention statements one cycle runs, so a cycle always ends.
 const MAX_STEPS: usize = 1_000;
 
-pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
-    let period = broker.config.jobs.retention_interval;
+pub(super) async fn run(broker: Arc<Broker>, store: Arc<Store>, cancel: CancellationToken) {
+    let period = broker.config().jobs.retention_interval;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
             _ = cancel.cancelled() => return,
         }
-        let jobs = broker.config.jobs.clone();
-        let store = &broker.store;
+        let jobs = broker.config().jobs.clone();
+        let store = &*store;
         gated_cycle(
-            &broker,
+            store,
+            &broker.config().server_id,
             "retention",
             RETENTION_LOCK_KEY,
             period,

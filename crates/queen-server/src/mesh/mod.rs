@@ -22,9 +22,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use handshake::{make_hello, FrameSigner};
+pub use hints::{Hint, HintInbox};
 pub use listener::MESH_BIND_FAILED;
 
-use crate::broker::Broker;
 use crate::config::MeshConfig;
 
 /// Frames a peer's send queue holds before new ones are dropped.
@@ -57,7 +57,7 @@ pub struct InboundStats {
     pub frames: AtomicU64,
 }
 
-/// The mesh handle held by the broker.
+/// The mesh handle held by the broker (the send side).
 #[derive(Debug)]
 pub struct Mesh {
     pub config: MeshConfig,
@@ -69,7 +69,7 @@ pub struct Mesh {
 }
 
 /// A peer as the stats surface shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PeerSnapshot {
     pub addr: String,
@@ -81,13 +81,14 @@ pub struct PeerSnapshot {
 }
 
 impl Mesh {
-    /// Starts the listener and one dialer per peer; returns the handle.
+    /// Starts the listener and one dialer per peer; returns the handle and
+    /// the inbox of the hints peers send.
     pub async fn start(
         config: MeshConfig,
         server_id: String,
-        broker: Arc<Broker>,
         cancel: CancellationToken,
-    ) -> Arc<Self> {
+    ) -> (Arc<Self>, HintInbox) {
+        let (hints, inbox) = hints::inbox();
         let mut receivers = Vec::new();
         let peers = config
             .peers
@@ -112,7 +113,7 @@ impl Mesh {
         let bound = listener::bind(&mesh.config).await;
         if let Some(l) = bound {
             mesh.listening.store(true, Ordering::Relaxed);
-            tokio::spawn(listener::run(l, mesh.clone(), broker, cancel.clone()));
+            tokio::spawn(listener::run(l, mesh.clone(), hints, cancel.clone()));
         }
         for (peer, rx) in mesh.peers.iter().zip(receivers) {
             tokio::spawn(peer::run(peer.clone(), rx, mesh.clone(), cancel.clone()));
@@ -124,7 +125,7 @@ impl Mesh {
             "TCP mesh started (auth: {})",
             mesh.config.auth.as_str()
         );
-        mesh
+        (mesh, inbox)
     }
 
     /// Queues `frame` for every connected peer; never blocks. A frame for a

@@ -63,7 +63,7 @@ pub async fn ack(
     State(app): State<AppState>,
     body: Body,
 ) -> Result<Json<Vec<AckResult>>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let item = parse_ack_item(
         &map,
         "transactionId is required",
@@ -88,7 +88,7 @@ pub async fn ack_batch(
     State(app): State<AppState>,
     body: Body,
 ) -> Result<Json<Vec<AckResult>>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let Some(Value::Array(acks)) = map.get("acknowledgments") else {
         return Err(ApiError::bad_request("acknowledgments array is required"));
     };

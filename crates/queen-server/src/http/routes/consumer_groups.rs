@@ -27,8 +27,8 @@ fn time_lag_secs(c: &Cursor) -> i64 {
 
 /// `GET /api/v1/consumer-groups`: one element per (group, queue).
 pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
-    let cursors = app.broker.store.cursors(None).await?;
-    let subscriptions = app.broker.store.subscriptions().await?;
+    let cursors = app.broker.cursors(None).await?;
+    let subscriptions = app.broker.subscriptions().await?;
     let mut groups: BTreeMap<(String, String), Vec<Cursor>> = BTreeMap::new();
     for c in cursors {
         groups
@@ -76,7 +76,7 @@ pub async fn lagging(
     Query(q): Query<Params>,
 ) -> Result<Json<Vec<Value>>, ApiError> {
     let min_lag = i64::try_from(query_u64(&q, "minLagSeconds", 3600)).unwrap_or(i64::MAX);
-    let cursors = app.broker.store.cursors(None).await?;
+    let cursors = app.broker.cursors(None).await?;
     let out = cursors
         .iter()
         .filter(|c| c.offset_lag > 0 && time_lag_secs(c) >= min_lag)
@@ -104,7 +104,7 @@ pub async fn detail(
     State(app): State<AppState>,
     Path(group): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let cursors = app.broker.store.cursors(Some(&group)).await?;
+    let cursors = app.broker.cursors(Some(&group)).await?;
     let mut out = Map::new();
     for c in cursors {
         let entry = out
@@ -154,11 +154,8 @@ async fn delete_cursors(
     let delete_metadata = query_bool(q, "deleteMetadata", true);
     let deleted = app
         .broker
-        .store
         .delete_consumer_group(&group, queue.as_deref(), delete_metadata)
         .await?;
-    // the group starts over: what this broker knew of its drained partitions is void
-    app.broker.recent.forget_group(queue.as_deref(), &group);
     let mut body = json!({
         "success": true,
         "consumerGroup": group,
@@ -177,7 +174,7 @@ pub async fn update_subscription(
     Path(group): Path<String>,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let raw = map
         .get("subscriptionTimestamp")
         .and_then(Value::as_str)
@@ -185,11 +182,7 @@ pub async fn update_subscription(
     let at = parse_timestamp(raw).ok_or_else(|| {
         ApiError::bad_request("subscriptionTimestamp must be an ISO-8601 timestamp")
     })?;
-    let rows = app
-        .broker
-        .store
-        .update_subscription_timestamp(&group, at)
-        .await?;
+    let rows = app.broker.update_subscription_timestamp(&group, at).await?;
     Ok(Json(json!({
         "success": true,
         "consumerGroup": group,
@@ -204,7 +197,7 @@ pub async fn seek(
     Path((group, queue)): Path<(String, String)>,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let to_end = map.get("toEnd").and_then(Value::as_bool).unwrap_or(false);
     let at = match map.get("timestamp") {
         None | Some(Value::Null) => None,
@@ -220,17 +213,13 @@ pub async fn seek(
         ));
     }
     let name = queue_name(&queue)?;
-    let Some(row) = app.broker.queue(name.as_str()).await? else {
+    let Some(moved) = app
+        .broker
+        .seek_queue(&group, name.as_str(), to_end, at)
+        .await?
+    else {
         return Err(ApiError::not_found("Queue not found"));
     };
-    let moved = app
-        .broker
-        .store
-        .seek(&group, row.id, None, to_end, at)
-        .await?;
-    // a cursor moved back makes drained partitions pending again
-    app.broker.recent.forget_group(Some(name.as_str()), &group);
-    app.broker.waker.notify(name.as_str());
     Ok(Json(json!({
         "success": true,
         "consumerGroup": group,
@@ -255,14 +244,13 @@ pub async fn seek_partition(
         )
             .into_response()
     };
-    let Some(row) = app.broker.queue(name.as_str()).await? else {
+    let Some(moved) = app
+        .broker
+        .seek_partition_to_end(&group, name.as_str(), part.as_str())
+        .await?
+    else {
         return Ok(not_found());
     };
-    let moved = app
-        .broker
-        .store
-        .seek(&group, row.id, Some(part.as_str()), true, None)
-        .await?;
     Ok(Json(json!({
         "success": true,
         "consumerGroup": group,

@@ -7,7 +7,6 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::app::AppState;
-use crate::broker::crypto::open;
 use crate::http::body::{query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
 use crate::store::DeadLetterFilter;
@@ -32,7 +31,7 @@ pub async fn list(
         limit,
         offset,
     };
-    let (entries, total) = app.broker.store.list_dead_letters(&filter).await?;
+    let (entries, total) = app.broker.dead_letters(&filter).await?;
     let messages: Vec<Value> = entries
         .into_iter()
         .map(|d| {
@@ -45,7 +44,7 @@ pub async fn list(
                 "consumerGroup": d.consumer_group,
                 "errorMessage": d.error_message,
                 "retryCount": d.retry_count,
-                "data": payload_json(open(app.broker.cipher.as_ref(), d.payload)),
+                "data": payload_json(d.payload),
                 "producerSub": d.producer_sub,
                 "createdAt": format_millis(d.created_at),
                 "failedAt": format_millis(d.failed_at),

@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::app::AppState;
 
 pub async fn health(State(app): State<AppState>) -> impl IntoResponse {
-    let healthy = app.broker.store.is_ready() && app.broker.store.ping().await.is_ok();
+    let healthy = app.broker.health().await.healthy;
     let status = if healthy {
         StatusCode::OK
     } else {
@@ -20,9 +20,9 @@ pub async fn health(State(app): State<AppState>) -> impl IntoResponse {
         "database": if healthy { "connected" } else { "disconnected" },
         "server": "Queen (Rust)",
         "version": env!("CARGO_PKG_VERSION"),
-        "worker_id": app.broker.config.server_id,
+        "worker_id": app.broker.config().server_id,
         "shared_state": { "enabled": false },
-        "queen": { "worker_id": app.broker.config.server_id, "status": "active" },
+        "queen": { "worker_id": app.broker.config().server_id, "status": "active" },
     });
     (status, Json(body))
 }

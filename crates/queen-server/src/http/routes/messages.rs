@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 
 use super::dlq::payload_json;
 use crate::app::AppState;
-use crate::broker::crypto::open;
 use crate::http::body::{path_uuid, query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
 use crate::store::{MessageFilter, MessageSummary};
@@ -76,7 +75,7 @@ pub async fn list(
         limit,
         offset,
     };
-    let messages = app.broker.store.list_messages(&filter).await?;
+    let messages = app.broker.messages(&filter).await?;
     let has_queue_mode = messages.iter().any(|m| m.has_queue_mode);
     let bus_groups = messages.iter().map(|m| m.bus_groups).max().unwrap_or(0);
     Ok(Json(json!({
@@ -90,16 +89,12 @@ pub async fn detail(
     Path((partition_id, transaction_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let pid = path_uuid(&partition_id, "partitionId")?;
-    let Some(d) = app
-        .broker
-        .store
-        .message_detail(pid, &transaction_id)
-        .await?
-    else {
+    let Some(view) = app.broker.message(pid, &transaction_id).await? else {
         return Err(ApiError::not_found("Message not found"));
     };
+    let d = view.detail;
     let m = &d.summary;
-    let is_encrypted = d.payload.starts_with("{\"encrypted\"") && d.payload.contains("\"authTag\"");
+    let is_encrypted = view.stored_encrypted;
     let mut body = summary_json(m);
     let consumed_by_groups: Vec<&str> = d
         .groups
@@ -108,7 +103,7 @@ pub async fn detail(
         .map(|g| g.group.as_str())
         .collect();
     let extra = json!({
-        "payload": payload_json(open(app.broker.cipher.as_ref(), d.payload.clone())),
+        "payload": payload_json(d.payload.clone()),
         "isEncrypted": is_encrypted,
         "errorMessage": d.error_message,
         "retryCount": d.retry_count,
@@ -138,11 +133,7 @@ pub async fn delete(
     Path((partition_id, transaction_id)): Path<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let pid = path_uuid(&partition_id, "partitionId")?;
-    let deleted = app
-        .broker
-        .store
-        .delete_message(pid, &transaction_id)
-        .await?;
+    let deleted = app.broker.delete_message(pid, &transaction_id).await?;
     Ok(Json(json!({
         "success": deleted,
         "partitionId": partition_id,

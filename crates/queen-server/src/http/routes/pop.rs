@@ -13,7 +13,6 @@ use serde_json::value::RawValue;
 
 use super::{consumer_group, partition_name, queue_name};
 use crate::app::AppState;
-use crate::broker::crypto::open;
 use crate::broker::{PopOutcome, PopRequest, PopTarget};
 use crate::config::SubscriptionMode;
 use crate::http::body::{query_bool, query_str, query_u64, Query as Params};
@@ -60,7 +59,7 @@ pub async fn pop_namespace(
 }
 
 async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, ApiError> {
-    let defaults = &app.broker.config.pop;
+    let defaults = &app.broker.config().pop;
     let wait = query_bool(q, "wait", false);
     let timeout_ms = query_u64(q, "timeout", defaults.default_timeout.as_millis() as u64);
     let req = PopRequest {
@@ -79,8 +78,8 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
     };
     match app.broker.pop(&req).await? {
         PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
-        PopOutcome::Failed(e) => {
-            tracing::debug!(error = %e, "pop failed");
+        // logged by the broker, once per attempt
+        PopOutcome::Failed(_) => {
             Ok(Json(json!({"success": false, "error": "Database unavailable"})).into_response())
         }
         PopOutcome::Messages {
@@ -96,8 +95,7 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
             let messages = messages
                 .into_iter()
                 .map(|m| {
-                    let data = RawValue::from_string(open(app.broker.cipher.as_ref(), m.payload))
-                        .map_err(|e| {
+                    let data = RawValue::from_string(m.payload).map_err(|e| {
                         tracing::error!(error = %e, "stored payload is not JSON");
                         ApiError::from(crate::store::StoreError::other(
                             "stored payload is not JSON",

@@ -117,7 +117,7 @@ pub async fn push(
     caller: Option<Extension<Caller>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = read_bytes(body, app.broker.config.max_body_bytes).await?;
+    let bytes = read_bytes(body, app.broker.config().max_body_bytes).await?;
     let parsed: PushBody<'_> = serde_json::from_slice(&bytes).map_err(|e| {
         if e.is_data() {
             ApiError::bad_request("items array is required")

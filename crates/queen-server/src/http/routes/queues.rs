@@ -12,7 +12,7 @@ use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
 
 pub async fn configure(State(app): State<AppState>, body: Body) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let queue = opt_str(&map, "queue", "queue is required")?
         .ok_or_else(|| ApiError::bad_request("queue is required"))?;
     let queue = queue_name(queue)?;

@@ -75,8 +75,8 @@ fn stats(values: &mut [i64]) -> Value {
 }
 
 pub async fn overview(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
-    let cursors = app.broker.store.cursors(None).await?;
+    let rows = app.broker.queue_stats(None).await?;
+    let cursors = app.broker.cursors(None).await?;
     let mut totals = Totals::default();
     rows.iter().for_each(|r| totals.add(r));
     let queues = by_queue(&rows);
@@ -131,7 +131,7 @@ fn queue_summary(head: &PartitionStats, parts: &[&PartitionStats]) -> Value {
 }
 
 pub async fn queues(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
+    let rows = app.broker.queue_stats(None).await?;
     let list: Vec<Value> = by_queue(&rows)
         .iter()
         .map(|(head, parts)| queue_summary(head, parts))
@@ -155,7 +155,7 @@ pub async fn queue(
     State(app): State<AppState>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(Some(&name)).await?;
+    let rows = app.broker.queue_stats(Some(&name)).await?;
     let Some((head, parts)) = by_queue(&rows).into_iter().next() else {
         return Err(ApiError::not_found("Queue not found"));
     };
@@ -187,7 +187,7 @@ pub async fn queue(
 }
 
 async fn grouped(app: &AppState, by_task: bool) -> Result<Vec<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
+    let rows = app.broker.queue_stats(None).await?;
     let mut groups: BTreeMap<String, (i64, Totals)> = BTreeMap::new();
     for (head, parts) in by_queue(&rows) {
         let key = if by_task { &head.task } else { &head.namespace };

@@ -27,12 +27,8 @@ pub async fn overview(
 ) -> Result<Json<Value>, ApiError> {
     let (from, to) = window(&q, Duration::hours(1))?;
     let queue = query_str(&q, "queue");
-    let points = app
-        .broker
-        .store
-        .ingested_per_minute(from, to, queue)
-        .await?;
-    let rows = app.broker.store.partition_stats(queue).await?;
+    let points = app.broker.ingested_per_minute(from, to, queue).await?;
+    let rows = app.broker.queue_stats(queue).await?;
     let mut totals = Totals::default();
     rows.iter().for_each(|r| totals.add(r));
     let rates = app.broker.rates();
@@ -67,7 +63,7 @@ pub async fn overview(
         "leases": {"active": totals.processing},
         "deadLetterQueue": {"totalMessages": totals.dead_letter},
         "workers": [{
-            "workerId": app.broker.config.server_id,
+            "workerId": app.broker.config().server_id,
             "pushedPerSecond": rates.pushed_per_second,
             "poppedPerSecond": rates.popped_per_second,
             "ackedPerSecond": rates.acked_per_second,
@@ -84,7 +80,7 @@ pub async fn queues(
     let (limit, offset) = query_page(&q, 100);
     let namespace = query_str(&q, "namespace");
     let task = query_str(&q, "task");
-    let rows = app.broker.store.partition_stats(None).await?;
+    let rows = app.broker.queue_stats(None).await?;
     let list: Vec<Value> = by_queue(&rows)
         .into_iter()
         .filter(|(h, _)| namespace.is_none_or(|n| h.namespace == n))
@@ -115,8 +111,8 @@ pub async fn queue(
     let Some(config) = app.broker.queue(&name).await? else {
         return Err(ApiError::not_found("Queue not found"));
     };
-    let rows = app.broker.store.partition_stats(Some(&name)).await?;
-    let cursors = app.broker.store.cursors(None).await?;
+    let rows = app.broker.queue_stats(Some(&name)).await?;
+    let cursors = app.broker.cursors(None).await?;
     let mut totals = Totals::default();
     let partitions: Vec<Value> = rows
         .iter()
@@ -176,7 +172,7 @@ pub async fn queue_messages(
         offset,
         ..MessageFilter::default()
     };
-    let messages = app.broker.store.list_messages(&filter).await?;
+    let messages = app.broker.messages(&filter).await?;
     Ok(Json(
         messages
             .iter()
@@ -206,7 +202,6 @@ pub async fn analytics(
     }
     let minutes = app
         .broker
-        .store
         .ingested_per_minute(from, to, query_str(&q, "queue"))
         .await?;
     let bucket = match interval {
@@ -232,24 +227,24 @@ pub async fn analytics(
 }
 
 pub async fn buffers(State(app): State<AppState>) -> Json<Value> {
-    let healthy = app.broker.store.ping().await.is_ok();
-    let spool = app.broker.spool.stats();
+    let healthy = app.broker.database_answers().await;
+    let spool = app.broker.spool_status().stats;
     Json(json!({
         "pending": spool.records,
         "failed": spool.failed,
         "dbHealthy": healthy,
-        "worker": app.broker.config.server_id,
+        "worker": app.broker.config().server_id,
     }))
 }
 
 /// `/api/v1/analytics/*`: dashboard charts from this replica's live numbers.
 pub async fn system_metrics(State(app): State<AppState>) -> Json<Value> {
     let r = app.broker.rates();
-    let pool = app.broker.store.pool_status();
+    let pool = app.broker.pool_status();
     Json(json!({
         "points": [{
             "timestamp": format_millis(Utc::now()),
-            "workerId": app.broker.config.server_id,
+            "workerId": app.broker.config().server_id,
             "pushedPerSecond": r.pushed_per_second,
             "poppedPerSecond": r.popped_per_second,
             "ackedPerSecond": r.acked_per_second,
@@ -259,10 +254,10 @@ pub async fn system_metrics(State(app): State<AppState>) -> Json<Value> {
 }
 
 pub async fn postgres_stats(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
+    let rows = app.broker.queue_stats(None).await?;
     let mut totals = Totals::default();
     rows.iter().for_each(|r| totals.add(r));
-    let pool = app.broker.store.pool_status();
+    let pool = app.broker.pool_status();
     Ok(Json(json!({
         "pool": {"size": pool.max_size, "open": pool.open, "idle": pool.idle, "waiting": pool.waiting},
         "messages": totals.json(),

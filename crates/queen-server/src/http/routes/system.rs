@@ -11,20 +11,20 @@ use crate::http::body::{parse_object, read_bytes};
 use crate::http::error::ApiError;
 
 async fn enabled_from(app: &AppState, body: Body) -> Result<bool, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     map.get("enabled")
         .and_then(Value::as_bool)
         .ok_or_else(|| ApiError::bad_request("enabled (boolean) is required"))
 }
 
 fn push_state(app: &AppState) -> Value {
-    let spool = &app.broker.spool;
-    let s = spool.stats();
+    let spool = app.broker.spool_status();
+    let s = &spool.stats;
     json!({
-        "maintenanceMode": app.broker.flags.push_maintenance(),
-        "popMaintenanceMode": app.broker.flags.pop_maintenance(),
+        "maintenanceMode": app.broker.maintenance(MaintenanceKind::Push),
+        "popMaintenanceMode": app.broker.maintenance(MaintenanceKind::Pop),
         "bufferedMessages": s.records,
-        "bufferHealthy": spool.is_healthy(),
+        "bufferHealthy": spool.healthy,
         "bufferStats": {
             "pending": s.records,
             "failed": s.failed,
@@ -33,8 +33,8 @@ fn push_state(app: &AppState) -> Value {
             "segments": s.segments,
             "drained": s.drained_total,
             "writable": s.healthy,
-            "databaseReachable": !spool.outage.is_down(),
-            "directory": spool.dir().display().to_string(),
+            "databaseReachable": spool.database_reachable,
+            "directory": spool.directory.display().to_string(),
         },
     })
 }
@@ -55,10 +55,6 @@ pub async fn set_maintenance(
     app.broker
         .set_maintenance(MaintenanceKind::Push, enabled)
         .await?;
-    if !enabled {
-        // replay what maintenance mode spooled, now rather than at the next tick
-        app.broker.spool.kick.notify_one();
-    }
     let mut state = push_state(&app);
     state["message"] = json!(if enabled {
         "Push maintenance mode enabled: pushes are written to the disk spool"
@@ -70,7 +66,7 @@ pub async fn set_maintenance(
 
 pub async fn get_pop_maintenance(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
     app.broker.reconcile().await?;
-    let on = app.broker.flags.pop_maintenance();
+    let on = app.broker.maintenance(MaintenanceKind::Pop);
     Ok(Json(json!({
         "popMaintenanceMode": on,
         "message": if on { "Pop maintenance mode is on" } else { "Pop maintenance mode is off" },

@@ -12,7 +12,6 @@ use uuid::Uuid;
 use super::consumer_group;
 use super::dlq::payload_json;
 use crate::app::AppState;
-use crate::broker::crypto::{open, PayloadCipher};
 use crate::http::body::{
     opt_str, parse_object, path_uuid, query_page, read_bytes, Query as Params,
 };
@@ -20,7 +19,7 @@ use crate::http::error::ApiError;
 use crate::store::{NewTrace, Trace};
 
 pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let missing = "transactionId and partitionId are required";
     let transaction_id = opt_str(&map, "transactionId", missing)?
         .filter(|s| !s.is_empty())
@@ -59,8 +58,7 @@ pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response,
     let id = Uuid::now_v7();
     let stored = app
         .broker
-        .store
-        .insert_trace(&NewTrace {
+        .record_trace(&NewTrace {
             id,
             partition_id,
             transaction_id,
@@ -68,7 +66,7 @@ pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response,
             event_type,
             data: &data,
             names: &names,
-            worker_id: &app.broker.config.server_id,
+            worker_id: &app.broker.config().server_id,
         })
         .await?;
     if !stored {
@@ -86,7 +84,7 @@ pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response,
         .into_response())
 }
 
-fn trace_json(t: Trace, with_message: bool, cipher: Option<&PayloadCipher>) -> Value {
+fn trace_json(t: Trace, with_message: bool) -> Value {
     let data: Value = serde_json::from_str(&t.data).unwrap_or(Value::Null);
     let mut v = json!({
         "id": t.id.to_string(),
@@ -102,7 +100,7 @@ fn trace_json(t: Trace, with_message: bool, cipher: Option<&PayloadCipher>) -> V
         v["partition_id"] = json!(t.partition_id.to_string());
         v["queue_name"] = json!(t.queue);
         v["partition_name"] = json!(t.partition);
-        v["message_payload"] = json!(t.message_payload.map(|p| payload_json(open(cipher, p))));
+        v["message_payload"] = json!(t.message_payload.map(payload_json));
     }
     v
 }
@@ -114,13 +112,9 @@ pub async fn of_message(
     let partition_id = path_uuid(&partition_id, "partitionId")?;
     let traces = app
         .broker
-        .store
         .traces_of_message(partition_id, &transaction_id)
         .await?;
-    let traces: Vec<Value> = traces
-        .into_iter()
-        .map(|t| trace_json(t, false, None))
-        .collect();
+    let traces: Vec<Value> = traces.into_iter().map(|t| trace_json(t, false)).collect();
     Ok(Json(json!({ "traces": traces })))
 }
 
@@ -130,15 +124,8 @@ pub async fn by_name(
     Query(q): Query<Params>,
 ) -> Result<Json<Value>, ApiError> {
     let (limit, offset) = query_page(&q, 100);
-    let (traces, total) = app
-        .broker
-        .store
-        .traces_by_name(&name, limit, offset)
-        .await?;
-    let traces: Vec<Value> = traces
-        .into_iter()
-        .map(|t| trace_json(t, true, app.broker.cipher.as_ref()))
-        .collect();
+    let (traces, total) = app.broker.traces_by_name(&name, limit, offset).await?;
+    let traces: Vec<Value> = traces.into_iter().map(|t| trace_json(t, true)).collect();
     Ok(Json(json!({
         "traces": traces,
         "total": total,
@@ -151,7 +138,7 @@ pub async fn names(
     Query(q): Query<Params>,
 ) -> Result<Json<Value>, ApiError> {
     let (limit, offset) = query_page(&q, 50);
-    let (names, total) = app.broker.store.trace_names(limit, offset).await?;
+    let (names, total) = app.broker.trace_names(limit, offset).await?;
     let names: Vec<Value> = names
         .into_iter()
         .map(|n| {

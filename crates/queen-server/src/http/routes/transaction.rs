@@ -20,7 +20,7 @@ pub async fn transaction(
     caller: Option<axum::Extension<crate::http::auth::Caller>>,
     body: Body,
 ) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     if map.contains_key("kv") || map.contains_key("timers") {
         return Err(ApiError::bad_request(
             "kv/timers operations are not supported",
