@@ -12,6 +12,7 @@ use crate::app::AppState;
 use crate::broker::AckRequest;
 use crate::http::body::{opt_str, opt_uuid, parse_object, read_bytes};
 use crate::http::error::ApiError;
+use crate::http::record_target;
 use crate::store::{AckItem, AckStatus};
 
 /// Reads the fields of one acknowledgement; `messages` are the errors for a
@@ -41,6 +42,7 @@ pub fn parse_ack_item(
 }
 
 async fn respond(app: &AppState, req: AckRequest) -> Result<Json<Vec<AckResult>>, ApiError> {
+    record_target(None, None, Some(req.group.as_str()));
     let outcomes = app.broker.ack(&req).await?;
     Ok(Json(
         outcomes

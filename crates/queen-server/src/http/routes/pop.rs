@@ -17,6 +17,7 @@ use crate::broker::{PopOutcome, PopRequest, PopTarget};
 use crate::config::SubscriptionMode;
 use crate::http::body::{query_bool, query_str, query_u64, Query as Params};
 use crate::http::error::ApiError;
+use crate::http::record_target;
 
 /// Longest accepted long-poll budget (10 minutes); longer requests are clamped.
 const MAX_WAIT_MS: u64 = 600_000;
@@ -76,6 +77,13 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
         ),
         subscription_from: query_str(q, "subscriptionFrom").map(str::to_owned),
     };
+    if let PopTarget::Queue { queue, partition } = &req.target {
+        record_target(
+            Some(queue.as_str()),
+            partition.as_ref().map(|p| p.as_str()),
+            Some(req.group.as_str()),
+        );
+    }
     match app.broker.pop(&req).await? {
         PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
         // logged by the broker, once per attempt

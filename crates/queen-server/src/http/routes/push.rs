@@ -19,6 +19,7 @@ use crate::broker::{PushItem, PushOutcome};
 use crate::http::auth::Caller;
 use crate::http::body::read_bytes;
 use crate::http::error::ApiError;
+use crate::http::record_target;
 
 #[derive(Deserialize)]
 struct PushBody<'a> {
@@ -130,6 +131,11 @@ pub async fn push(
         .ok_or_else(|| ApiError::bad_request("items array is required"))?;
     let mut items = parse_items(items, "null")?;
     stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
+    if let Some(first) = items.first() {
+        if items.iter().all(|i| i.queue == first.queue) {
+            record_target(Some(first.queue.as_str()), None, None);
+        }
+    }
     let outcomes = app.broker.push(items).await?;
     let results: Vec<PushResult> = outcomes
         .into_iter()

@@ -10,12 +10,14 @@ use super::queue_name;
 use crate::app::AppState;
 use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
+use crate::http::record_target;
 
 pub async fn configure(State(app): State<AppState>, body: Body) -> Result<Json<Value>, ApiError> {
     let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let queue = opt_str(&map, "queue", "queue is required")?
         .ok_or_else(|| ApiError::bad_request("queue is required"))?;
     let queue = queue_name(queue)?;
+    record_target(Some(queue.as_str()), None, None);
     let namespace = opt_str(&map, "namespace", "namespace must be a string")?.unwrap_or("");
     let task = opt_str(&map, "task", "task must be a string")?.unwrap_or("");
     let empty = Map::new();
@@ -46,6 +48,7 @@ pub async fn delete_queue(
     Path(queue): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let name = queue_name(&queue)?;
+    record_target(Some(name.as_str()), None, None);
     let existed = app.broker.delete_queue(&name).await?;
     Ok(Json(
         json!({"deleted": true, "queue": queue, "existed": existed}),
