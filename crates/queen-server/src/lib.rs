@@ -1,19 +1,22 @@
 //! Queen: a partitioned message queue whose only source of truth is PostgreSQL.
 //!
-//! Module map (dependencies point down):
-//! - [`http`]: the HTTP API v1 router; parses and validates, then calls the broker.
-//! - [`broker`]: use cases (push, pop, ack, transaction, lease, queues), the
-//!   long-poll waker and the queue config cache. No HTTP types, no SQL.
-//! - [`store`]: PostgreSQL: the pool, migrations, one typed method per statement.
-//! - [`config`]: environment variables → [`config::Config`].
-//! - [`spool`]: the disk spool that takes pushes while PostgreSQL is away or push
-//!   maintenance is on, and replays them in order, exactly once.
+//! Module map (dependencies point down; `docs/architecture.md` has the table):
+//! - [`http`]: the HTTP API v1 router and its layers; parses and validates,
+//!   then calls broker use cases, and answers `queen-proto` bodies.
+//! - [`jobs`]: background loops (migrations, reconcile, retention, eviction,
+//!   stats, spool replay); they call the broker, the store and the spool.
+//! - [`broker`]: use cases, the long-poll waker, caches, hints. No HTTP, no SQL.
+//! - [`store`]: PostgreSQL: the pool, `with_op!`, one method per statement.
+//! - [`spool`]: the disk spool that takes pushes while PostgreSQL is away.
+//! - [`mesh`]: hints between replicas; received ones leave through an inbox.
+//! - [`config`], [`telemetry`], [`backoff`]: used by all of them.
 //!
-//! Data flow: push → `store.append` (one `queen.push_batch` call: offsets
-//! allocated under the partition row lock, one segment row per partition) →
-//! waker wakes parked pops. Pop → `store.claim` (`queen.claim_partition` /
-//! `queen.pop_queue`: lease on the (partition, group) cursor row, messages read
-//! from segments). Ack → `store.acknowledge` (`queen.ack_batch`: cursor moves).
+//! Push: `http::routes::push` → `Broker::push` → `Store::append` (the batcher,
+//! one `queen.push_batch` call per flight) → `Broker::announce_messages`
+//! wakes parked pops here and tells the peers. Pop: `http::routes::pop` →
+//! `Broker::pop` (registers with the waker, then `Store::claim`:
+//! `queen.pop_queue` / `queen.claim_partition`) → messages or a wait. Ack:
+//! `Broker::ack` → `Store::acknowledge` (`queen.ack_batch`: cursor moves).
 
 pub mod app;
 pub mod backoff;

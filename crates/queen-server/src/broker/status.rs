@@ -8,9 +8,9 @@ use prometheus::{Encoder, TextEncoder};
 
 use super::metrics::Rates;
 use super::Broker;
-use crate::mesh::PeerSnapshot;
 use crate::spool::SpoolStats;
 use crate::store::PoolStatus;
+use queen_proto::status::MeshPeer;
 
 /// The health check's answer.
 #[derive(Debug, Clone, Copy)]
@@ -33,7 +33,7 @@ pub struct SpoolStatus {
 #[derive(Debug, Clone)]
 pub struct MeshStatus {
     pub listening: bool,
-    pub peers: Vec<PeerSnapshot>,
+    pub peers: Vec<MeshPeer>,
     pub inbound_open: usize,
     pub inbound_accepted: u64,
     pub inbound_rejected: u64,

@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use queen_proto::responses::ErrorBody;
 
 use crate::broker::BrokerError;
 use crate::store::StoreError;
@@ -89,6 +89,12 @@ impl From<BrokerError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+        (
+            self.status,
+            axum::Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
     }
 }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use queen_proto::mesh::Frame;
-use serde::Serialize;
+use queen_proto::status::MeshPeer;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -66,18 +66,6 @@ pub struct Mesh {
     pub inbound: Arc<InboundStats>,
     /// False when the listener could not bind (the broker serves with the local waker only).
     pub listening: AtomicBool,
-}
-
-/// A peer as the stats surface shows it.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PeerSnapshot {
-    pub addr: String,
-    pub connected: bool,
-    pub sent: u64,
-    pub dropped: u64,
-    pub reconnects: u64,
-    pub last_error: Option<String>,
 }
 
 impl Mesh {
@@ -143,10 +131,10 @@ impl Mesh {
     }
 
     /// Per-peer counters for the stats surface.
-    pub fn snapshot(&self) -> Vec<PeerSnapshot> {
+    pub fn snapshot(&self) -> Vec<MeshPeer> {
         self.peers
             .iter()
-            .map(|p| PeerSnapshot {
+            .map(|p| MeshPeer {
                 addr: p.addr.clone(),
                 connected: p.stats.connected.load(Ordering::Relaxed),
                 sent: p.stats.sent.load(Ordering::Relaxed),

@@ -1,28 +1,16 @@
 //! Group commit for pushes: concurrent `append` calls share one transaction.
 //!
-//! Requests queue here while earlier batches are in flight; each flight takes
-//! everything queued (up to [`MAX_BATCH_ITEMS`]) and appends it with a single
-//! `queen.push_batch` call. Nothing waits on a timer: under light load a push
-//! goes out alone at once, under heavy load commits are shared. Repeated keys
-//! across the merged requests keep the first occurrence, as inside one request.
-//!
-//! At most [`MAX_INFLIGHT`] (two) flights are in the air. The first leaves as
-//! soon as anything waits; the second only once the waiting requests hold
-//! [`MIN_SECOND_FLIGHT_ITEMS`] messages. A second flight overlaps the first
-//! one's commit (its WAL flush) with useful work, which pays for large
-//! flights; small ones (single-message pushes) cost about as much per
-//! partition touched alone as merged, and more when flights queue on each
-//! other's partition locks, so they wait and merge instead (docs/benchmarks.md
-//! has the measurements behind both numbers).
-//!
-//! Each of the [`MAX_INFLIGHT`] flight slots keeps the pool connection it
-//! used. A connection's buffers grow to the largest request it ever sent and
-//! never shrink, so merged flights (up to [`MAX_BATCH_ITEMS`] messages) landing
-//! on any of the pool's connections made every one of them hold a
-//! flight-sized buffer: about 20 MB of the broker's RSS under load. Pinned to
-//! their slots, only [`MAX_INFLIGHT`] connections carry that size. A slot
-//! pins its connection only while that leaves three quarters of the pool to
-//! everything else (`DB_POOL_SIZE` of 8 or more pins both).
+//! Requests queue here while earlier flights are in the air; each flight takes
+//! what waits (up to [`MAX_BATCH_ITEMS`] messages) and appends it with one
+//! `queen.push_batch` call. There is no timer: a lone push goes out at once.
+//! Keys repeated across merged requests keep their first occurrence
+//! (`fold_repeats`), as inside one request. At most [`MAX_INFLIGHT`] flights
+//! are in the air; the second leaves only once the waiting requests hold
+//! [`MIN_SECOND_FLIGHT_ITEMS`] messages, so small pushes merge instead of
+//! queueing on each other's partition locks. Each flight slot keeps its pool
+//! connection between flights (when that leaves three quarters of the pool to
+//! everything else), so only those connections grow flight-sized buffers.
+//! `docs/benchmarks.md` ("Group commit") has the measurements behind the numbers.
 
 use std::collections::{HashMap, VecDeque};
 

@@ -4,31 +4,44 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde_json::{json, Value};
+use queen_proto::status::{
+    CpuMetrics, MemoryMetrics, MessageMetrics, Metrics, PoolMetrics, RequestMetrics,
+};
 
 use crate::app::AppState;
 use crate::broker::status_rss_bytes;
 use crate::http::error::ApiError;
 
-pub async fn json(State(app): State<AppState>) -> Json<Value> {
+pub async fn json(State(app): State<AppState>) -> Json<Metrics> {
     let m = app.broker.metrics_summary();
     let pool = m.pool;
-    Json(json!({
-        "uptime": m.uptime_secs,
-        "requests": {"total": m.http_requests, "rate": 0},
-        "messages": {
-            "total": m.pushed,
-            "rate": m.rates.pushed_per_second,
-            "popped": m.popped,
-            "acked": m.acked,
+    Json(Metrics {
+        uptime: m.uptime_secs,
+        requests: RequestMetrics {
+            total: m.http_requests,
+            rate: 0,
         },
-        "database": {
-            "poolSize": pool.max_size, "openConnections": pool.open,
-            "idleConnections": pool.idle, "waitingRequests": pool.waiting,
+        messages: MessageMetrics {
+            total: m.pushed,
+            rate: m.rates.pushed_per_second,
+            popped: m.popped,
+            acked: m.acked,
         },
-        "memory": {"rss": status_rss_bytes(), "heapTotal": 0, "heapUsed": 0, "external": 0, "arrayBuffers": 0},
-        "cpu": {"user": 0, "system": 0},
-    }))
+        database: PoolMetrics {
+            pool_size: pool.max_size,
+            open_connections: pool.open,
+            idle_connections: pool.idle,
+            waiting_requests: pool.waiting,
+        },
+        memory: MemoryMetrics {
+            rss: status_rss_bytes(),
+            heap_total: 0,
+            heap_used: 0,
+            external: 0,
+            array_buffers: 0,
+        },
+        cpu: CpuMetrics { user: 0, system: 0 },
+    })
 }
 
 pub async fn prometheus(State(app): State<AppState>) -> Result<Response, ApiError> {

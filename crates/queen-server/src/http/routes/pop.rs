@@ -6,9 +6,9 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_proto::admin::FailureBody;
 use queen_proto::responses::{PopResponse, PoppedMessage};
 use queen_proto::time::format_micros;
-use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::{consumer_group, partition_name, queue_name};
@@ -87,9 +87,7 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
     match app.broker.pop(&req).await? {
         PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
         // logged by the broker, once per attempt
-        PopOutcome::Failed(_) => {
-            Ok(Json(json!({"success": false, "error": "Database unavailable"})).into_response())
-        }
+        PopOutcome::Failed(_) => Ok(Json(FailureBody::new("Database unavailable")).into_response()),
         PopOutcome::Messages {
             queue,
             messages,

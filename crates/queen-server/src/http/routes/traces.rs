@@ -5,8 +5,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_proto::admin::{
+    FailureBody, MessageTraces, NamedTraceEvent, Pagination, TraceCreated, TraceEvent,
+    TraceNameCount, TraceNames, TracesByName,
+};
 use queen_proto::time::format_millis;
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::consumer_group;
@@ -73,86 +77,88 @@ pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response,
         // the contract's (odd) status for an unknown message; clients ignore trace failures
         return Ok((
             StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({"success": false, "error": "Message not found"})),
+            Json(FailureBody::new("Message not found")),
         )
             .into_response());
     }
     Ok((
         StatusCode::CREATED,
-        Json(json!({"success": true, "traceId": id.to_string()})),
+        Json(TraceCreated {
+            success: true,
+            trace_id: id.to_string(),
+        }),
     )
         .into_response())
 }
 
-fn trace_json(t: Trace, with_message: bool) -> Value {
-    let data: Value = serde_json::from_str(&t.data).unwrap_or(Value::Null);
-    let mut v = json!({
-        "id": t.id.to_string(),
-        "event_type": t.event_type,
-        "data": data,
-        "consumer_group": t.consumer_group,
-        "worker_id": t.worker_id,
-        "created_at": format_millis(t.created_at),
-        "trace_names": t.trace_names,
-    });
-    if with_message {
-        v["transaction_id"] = json!(t.transaction_id);
-        v["partition_id"] = json!(t.partition_id.to_string());
-        v["queue_name"] = json!(t.queue);
-        v["partition_name"] = json!(t.partition);
-        v["message_payload"] = json!(t.message_payload.map(payload_json));
+fn trace_event(t: &Trace) -> TraceEvent {
+    TraceEvent {
+        id: t.id.to_string(),
+        event_type: t.event_type.clone(),
+        data: serde_json::from_str(&t.data).unwrap_or(Value::Null),
+        consumer_group: t.consumer_group.clone(),
+        worker_id: t.worker_id.clone(),
+        created_at: format_millis(t.created_at),
+        trace_names: t.trace_names.clone(),
     }
-    v
 }
 
 pub async fn of_message(
     State(app): State<AppState>,
     Path((partition_id, transaction_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MessageTraces>, ApiError> {
     let partition_id = path_uuid(&partition_id, "partitionId")?;
     let traces = app
         .broker
         .traces_of_message(partition_id, &transaction_id)
         .await?;
-    let traces: Vec<Value> = traces.into_iter().map(|t| trace_json(t, false)).collect();
-    Ok(Json(json!({ "traces": traces })))
+    Ok(Json(MessageTraces {
+        traces: traces.iter().map(trace_event).collect(),
+    }))
 }
 
 pub async fn by_name(
     State(app): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TracesByName>, ApiError> {
     let (limit, offset) = query_page(&q, 100);
     let (traces, total) = app.broker.traces_by_name(&name, limit, offset).await?;
-    let traces: Vec<Value> = traces.into_iter().map(|t| trace_json(t, true)).collect();
-    Ok(Json(json!({
-        "traces": traces,
-        "total": total,
-        "pagination": {"limit": limit, "offset": offset},
-    })))
+    let traces = traces
+        .into_iter()
+        .map(|t| NamedTraceEvent {
+            event: trace_event(&t),
+            transaction_id: t.transaction_id,
+            partition_id: t.partition_id.to_string(),
+            queue_name: t.queue,
+            partition_name: t.partition,
+            message_payload: t.message_payload.map(payload_json),
+        })
+        .collect();
+    Ok(Json(TracesByName {
+        traces,
+        total,
+        pagination: Pagination { limit, offset },
+    }))
 }
 
 pub async fn names(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TraceNames>, ApiError> {
     let (limit, offset) = query_page(&q, 50);
     let (names, total) = app.broker.trace_names(limit, offset).await?;
-    let names: Vec<Value> = names
-        .into_iter()
-        .map(|n| {
-            json!({
-                "trace_name": n.name,
-                "trace_count": n.trace_count,
-                "message_count": n.message_count,
-                "last_seen": format_millis(n.last_seen),
+    Ok(Json(TraceNames {
+        trace_names: names
+            .into_iter()
+            .map(|n| TraceNameCount {
+                trace_name: n.name,
+                trace_count: n.trace_count,
+                message_count: n.message_count,
+                last_seen: format_millis(n.last_seen),
             })
-        })
-        .collect();
-    Ok(Json(json!({
-        "trace_names": names,
-        "total": total,
-        "pagination": {"limit": limit, "offset": offset},
-    })))
+            .collect(),
+        total,
+        pagination: Pagination { limit, offset },
+    }))
 }
