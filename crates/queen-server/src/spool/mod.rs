@@ -2,7 +2,7 @@
 //! push maintenance mode is on, and replayed into PostgreSQL afterwards.
 //!
 //! - [`segment`]: files, the directory lock, recovery and quarantine.
-//! - [`writer`]: the thread that appends, with fsync batched across pushes.
+//! - `writer`: the thread that appends, with fsync batched across pushes.
 //! - [`outage`]: whether PostgreSQL is considered down (one WARN, one INFO).
 //!
 //! The spool is storage only: the replay into PostgreSQL is a job
