@@ -108,3 +108,64 @@ pub async fn run(
     tracing::info!("queen stopped");
     Ok(())
 }
+
+#[cfg(test)]
+mod layering {
+    //! The dependency rules of the module map (`docs/architecture.md`),
+    //! checked on the source text.
+
+    use std::path::Path;
+
+    /// `(file, forbidden text)` for every file below `dir` that names one of `forbidden`.
+    fn violations(dir: &Path, forbidden: &[&str]) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).expect("readable source dir") {
+                let path = entry.expect("dir entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).expect("readable source");
+                    found.extend(
+                        forbidden
+                            .iter()
+                            .filter(|f| text.contains(**f))
+                            .map(|f| (path.display().to_string(), (*f).to_owned())),
+                    );
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn modules_only_call_down_the_map() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let upper = ["crate::broker", "crate::http", "crate::jobs", "crate::app"];
+        for lower in ["mesh", "spool", "store"] {
+            assert_eq!(violations(&src.join(lower), &upper), [], "{lower}/");
+        }
+        let above_broker = ["crate::http", "crate::jobs", "crate::app", "axum"];
+        assert_eq!(
+            violations(&src.join("broker"), &above_broker),
+            [],
+            "broker/"
+        );
+        assert_eq!(
+            violations(
+                &src.join("http"),
+                &["crate::jobs", "crate::mesh", "crate::spool"]
+            ),
+            [],
+            "http/"
+        );
+    }
+
+    #[test]
+    fn the_check_sees_a_forbidden_import() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("x.rs"), "use crate::broker::Broker;\n").expect("write");
+        assert_eq!(violations(dir.path(), &["crate::broker"]).len(), 1);
+    }
+}
