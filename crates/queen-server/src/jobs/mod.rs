@@ -73,7 +73,9 @@ pub fn spawn_all(
         cancel.clone(),
     ));
     set.spawn(eviction::run(broker.clone(), store.clone(), cancel.clone()));
-    set.spawn(spool_replay::run(
+    // outside the set, which is aborted at shutdown: the replay stops by
+    // itself at `cancel`, after the batch in hand
+    tokio::spawn(spool_replay::run(
         broker.clone(),
         store.clone(),
         spool.clone(),
