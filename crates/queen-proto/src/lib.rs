@@ -1,14 +1,19 @@
 //! The wire contract of Queen's HTTP API v1, free of I/O.
 //!
 //! Server, test kit and load generator share these definitions: validated names,
-//! the queue option set of `/configure`, and the response bodies whose field
-//! names and casing the official clients depend on (see `shared/spec/http-api.md`).
+//! the queue option set of `/configure`, and every response body of API v1,
+//! whose field names and casing the official clients depend on (see
+//! `shared/spec/http-api.md`): [`responses`] for push, pop, ack and lease,
+//! [`admin`] for the routes on messages and groups, [`status`] for the routes
+//! that report state. The mesh frame and spool record codecs live here too.
 
+pub mod admin;
 pub mod mesh;
 pub mod names;
 pub mod options;
 pub mod responses;
 pub mod spool;
+pub mod status;
 pub mod time;
 
 pub use names::{ConsumerGroup, NameError, PartitionName, QueueName, QUEUE_MODE};

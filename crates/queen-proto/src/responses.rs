@@ -1,7 +1,14 @@
-//! Response bodies of the CORE routes, with the exact field names the clients read.
+//! Response bodies of the CORE routes (push, pop, ack, lease) and the error
+//! body of every route, with the exact field names the clients read.
 
 use serde::Serialize;
 use serde_json::value::RawValue;
+
+/// Every error answer of API v1: `{"error": "..."}` with a 4xx/5xx status.
+#[derive(Debug, Clone, Serialize)]
+pub struct ErrorBody {
+    pub error: String,
+}
 
 /// One element of the bare array `POST /api/v1/push` answers with.
 #[derive(Debug, Clone, Serialize)]

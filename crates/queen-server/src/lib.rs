@@ -1,21 +1,25 @@
 //! Queen: a partitioned message queue whose only source of truth is PostgreSQL.
 //!
-//! Module map (dependencies point down):
-//! - [`http`]: the HTTP API v1 router; parses and validates, then calls the broker.
-//! - [`broker`]: use cases (push, pop, ack, transaction, lease, queues), the
-//!   long-poll waker and the queue config cache. No HTTP types, no SQL.
-//! - [`store`]: PostgreSQL: the pool, migrations, one typed method per statement.
-//! - [`config`]: environment variables → [`config::Config`].
-//! - [`spool`]: the disk spool that takes pushes while PostgreSQL is away or push
-//!   maintenance is on, and replays them in order, exactly once.
+//! Module map (dependencies point down; `docs/architecture.md` has the table):
+//! - [`http`]: the HTTP API v1 router and its layers; parses and validates,
+//!   then calls broker use cases, and answers `queen-proto` bodies.
+//! - [`jobs`]: background loops (migrations, reconcile, retention, eviction,
+//!   stats, spool replay); they call the broker, the store and the spool.
+//! - [`broker`]: use cases, the long-poll waker, caches, hints. No HTTP, no SQL.
+//! - [`store`]: PostgreSQL: the pool, `with_op!`, one method per statement.
+//! - [`spool`]: the disk spool that takes pushes while PostgreSQL is away.
+//! - [`mesh`]: hints between replicas; received ones leave through an inbox.
+//! - [`config`], [`telemetry`], [`backoff`]: used by all of them.
 //!
-//! Data flow: push → `store.append` (one `queen.push_batch` call: offsets
-//! allocated under the partition row lock, one segment row per partition) →
-//! waker wakes parked pops. Pop → `store.claim` (`queen.claim_partition` /
-//! `queen.pop_queue`: lease on the (partition, group) cursor row, messages read
-//! from segments). Ack → `store.acknowledge` (`queen.ack_batch`: cursor moves).
+//! Push: `http::routes::push` → `Broker::push` → `Store::append` (the batcher,
+//! one `queen.push_batch` call per flight) → `Broker::announce_messages`
+//! wakes parked pops here and tells the peers. Pop: `http::routes::pop` →
+//! `Broker::pop` (registers with the waker, then `Store::claim`:
+//! `queen.pop_queue` / `queen.claim_partition`) → messages or a wait. Ack:
+//! `Broker::ack` → `Store::acknowledge` (`queen.ack_batch`: cursor moves).
 
 pub mod app;
+pub mod backoff;
 pub mod broker;
 pub mod config;
 pub mod http;
@@ -31,8 +35,9 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::App;
-use crate::broker::Broker;
+use crate::broker::{spawn_hint_applier, Broker};
 use crate::config::Config;
+use crate::mesh::Mesh;
 use crate::store::Store;
 
 /// Opens this broker's spool directory; the error names `FILE_BUFFER_DIR`.
@@ -59,28 +64,36 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     tracing::info!(config = %config.describe(), "effective configuration");
-    let store = Store::new(&config.db)?;
-    let spool = open_spool(&config).await?;
-    let broker = Broker::new(config, store, spool, shutdown.child_token());
-    // stops by itself when `shutdown` is cancelled
-    tokio::spawn(spool::drain::run(broker.clone(), shutdown.clone()));
-    let app = Arc::new(App {
-        broker: broker.clone(),
-    });
-
-    let mut background = jobs::spawn_all(&broker, &shutdown);
-    if broker.config.mesh.is_active() {
-        let mesh = mesh::Mesh::start(
-            broker.config.mesh.clone(),
-            broker.config.server_id.clone(),
-            broker.clone(),
+    // built in dependency order: the broker takes the store, the spool and the mesh
+    let store = Arc::new(Store::new(&config.db)?);
+    let spool = Arc::new(open_spool(&config).await?);
+    let mesh = if config.mesh.is_active() {
+        let (mesh, inbox) = Mesh::start(
+            config.mesh.clone(),
+            config.server_id.clone(),
             shutdown.child_token(),
         )
         .await;
-        let _ = broker.mesh.set(mesh);
+        Some((mesh, inbox))
     } else {
         tracing::info!("mesh off (no peers or sync disabled): local long-poll waker only");
+        None
+    };
+    let (mesh, inbox) = mesh.unzip();
+    let broker = Broker::new(
+        config,
+        store.clone(),
+        spool.clone(),
+        mesh,
+        shutdown.child_token(),
+    );
+    if let Some(inbox) = inbox {
+        spawn_hint_applier(broker.clone(), inbox, shutdown.child_token());
     }
+    let mut background = jobs::spawn_all(&broker, &store, &spool, &shutdown);
+    let app = Arc::new(App {
+        broker: broker.clone(),
+    });
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
@@ -94,4 +107,65 @@ pub async fn run(
     background.abort_all();
     tracing::info!("queen stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod layering {
+    //! The dependency rules of the module map (`docs/architecture.md`),
+    //! checked on the source text.
+
+    use std::path::Path;
+
+    /// `(file, forbidden text)` for every file below `dir` that names one of `forbidden`.
+    fn violations(dir: &Path, forbidden: &[&str]) -> Vec<(String, String)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).expect("readable source dir") {
+                let path = entry.expect("dir entry").path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    let text = std::fs::read_to_string(&path).expect("readable source");
+                    found.extend(
+                        forbidden
+                            .iter()
+                            .filter(|f| text.contains(**f))
+                            .map(|f| (path.display().to_string(), (*f).to_owned())),
+                    );
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn modules_only_call_down_the_map() {
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let upper = ["crate::broker", "crate::http", "crate::jobs", "crate::app"];
+        for lower in ["mesh", "spool", "store"] {
+            assert_eq!(violations(&src.join(lower), &upper), [], "{lower}/");
+        }
+        let above_broker = ["crate::http", "crate::jobs", "crate::app", "axum"];
+        assert_eq!(
+            violations(&src.join("broker"), &above_broker),
+            [],
+            "broker/"
+        );
+        assert_eq!(
+            violations(
+                &src.join("http"),
+                &["crate::jobs", "crate::mesh", "crate::spool"]
+            ),
+            [],
+            "http/"
+        );
+    }
+
+    #[test]
+    fn the_check_sees_a_forbidden_import() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::write(dir.path().join("x.rs"), "use crate::broker::Broker;\n").expect("write");
+        assert_eq!(violations(dir.path(), &["crate::broker"]).len(), 1);
+    }
 }

@@ -86,6 +86,12 @@ impl PayloadCipher {
     }
 }
 
+/// True when `stored` has the shape of an encrypted envelope (`encrypted`
+/// first, with an `authTag`), whichever key sealed it.
+pub fn is_envelope(stored: &str) -> bool {
+    stored.starts_with("{\"encrypted\"") && stored.contains("\"authTag\"")
+}
+
 /// Decrypts `stored` when a cipher is configured and it is an envelope it opens.
 pub fn open(cipher: Option<&PayloadCipher>, stored: String) -> String {
     match cipher.and_then(|c| c.decrypt(&stored)) {

@@ -1,43 +1,48 @@
-//! Use cases of the broker: push, pop, ack, transaction, lease, queue admin.
+//! Use cases of the broker: push, pop, ack, transaction, lease, queue admin,
+//! the admin reads, maintenance, and what hints from other replicas do.
 //!
 //! No HTTP types and no SQL here: requests arrive validated from `http`, and
-//! everything durable goes through [`Store`].
+//! everything durable goes through [`Store`]. Payloads are encrypted before
+//! they reach the store and decrypted before they leave the broker. The
+//! mesh is a send handle here; what peers send arrives through the inbox the
+//! mesh hands out ([`spawn_hint_applier`]).
 
 mod ack;
+mod admin;
 pub mod config_cache;
 pub mod crypto;
+mod hints;
 pub mod long_poll;
+mod maintenance;
 pub mod metrics;
 mod pop;
 mod push;
 mod queues;
 pub mod recent;
+mod status;
 mod transaction;
 
-use std::sync::{Arc, OnceLock};
-
-use queen_proto::mesh::{
-    Frame, MaintenanceKind, MaintenanceModeSet, MessageAvailable, PartitionFree,
-    QueueConfigInvalidate,
-};
+use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
 pub use ack::AckRequest;
+pub use admin::MessageView;
+pub use hints::spawn_hint_applier;
 pub use pop::{PopOutcome, PopRequest, PopTarget};
 pub use push::{PushItem, PushOutcome};
+pub use status::{
+    rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
+};
 pub use transaction::{TxOp, TxResult};
 
 use crate::config::Config;
+use crate::mesh::Mesh;
+use crate::spool::Spool;
 use crate::store::{QueueRow, Store, StoreError};
 use config_cache::QueueCache;
 use long_poll::Waker;
 use metrics::{Flags, Metrics};
-
-/// `queen.system_state` key of push maintenance mode (same as the reference).
-pub const PUSH_MAINTENANCE_KEY: &str = "maintenance_mode";
-/// `queen.system_state` key of pop maintenance mode.
-pub const POP_MAINTENANCE_KEY: &str = "pop_maintenance_mode";
 
 /// Waker key every push notifies: namespace pops, which span queues, park on it.
 pub const ANY_QUEUE_KEY: &str = "*";
@@ -62,34 +67,43 @@ pub enum BrokerError {
     Store(#[from] StoreError),
 }
 
-/// The broker: shared by every request handler and background job.
+/// The broker: shared by every request handler and background job. Its
+/// fields are private; callers use the use-case methods of this module.
 #[derive(Debug)]
 pub struct Broker {
-    pub config: Config,
-    pub store: Store,
-    pub waker: Waker,
-    pub queues: QueueCache,
+    config: Config,
+    store: Arc<Store>,
+    waker: Waker,
+    queues: QueueCache,
     /// Partitions written to lately, tried first by wildcard pops.
-    pub recent: recent::RecentPartitions,
-    pub metrics: Metrics,
-    pub flags: Flags,
+    recent: recent::RecentPartitions,
+    metrics: Metrics,
+    flags: Flags,
     /// This broker's disk spool: takes pushes while PostgreSQL is away.
-    pub spool: crate::spool::Spool,
+    spool: Arc<Spool>,
     /// Encrypts payloads of queues with `encryptionEnabled` (when a key is set).
-    pub cipher: Option<crypto::PayloadCipher>,
-    /// The mesh to other replicas; unset when it does not run.
-    pub mesh: OnceLock<Arc<crate::mesh::Mesh>>,
+    cipher: Option<crypto::PayloadCipher>,
+    /// The mesh to other replicas; `None` when it does not run.
+    mesh: Option<Arc<Mesh>>,
     /// Cancelled at shutdown: parked pops answer empty at once.
-    pub shutdown: CancellationToken,
+    shutdown: CancellationToken,
 }
 
 impl Broker {
+    /// Builds the broker on the store, the spool and the (already started) mesh.
     pub fn new(
         config: Config,
-        store: Store,
-        spool: crate::spool::Spool,
+        store: Arc<Store>,
+        spool: Arc<Spool>,
+        mesh: Option<Arc<Mesh>>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
+        let metrics = Metrics::default();
+        for collector in store.metric_collectors() {
+            if let Err(e) = metrics.registry.register(collector) {
+                tracing::warn!(error = %e, "database metrics not registered");
+            }
+        }
         Arc::new(Self {
             cipher: config
                 .encryption_key
@@ -100,99 +114,22 @@ impl Broker {
             config,
             store,
             waker: Waker::default(),
-            metrics: Metrics::default(),
+            metrics,
             flags: Flags::default(),
             spool,
-            mesh: OnceLock::new(),
+            mesh,
             shutdown,
         })
     }
 
-    /// Sends a hint to the other replicas, if the mesh runs.
-    fn hint(&self, frame: Frame) {
-        if let Some(mesh) = self.mesh.get() {
-            mesh.send(&frame);
-        }
-    }
-
-    /// A push committed on `queue`/`partition`: wakes pops parked here and on peers.
-    pub fn announce_messages(&self, queue: &str, partition: &str) {
-        self.recent.record(queue, partition);
-        self.waker.notify(queue);
-        self.waker.notify(ANY_QUEUE_KEY);
-        self.hint(Frame::MessageAvailable(MessageAvailable {
-            queue: queue.to_owned(),
-            partition: partition.to_owned(),
-        }));
-    }
-
-    /// A lease on `queue`/`partition` was released for `group`.
-    pub fn announce_partition_free(&self, queue: &str, partition: &str, group: &str) {
-        self.waker.notify(queue);
-        self.hint(Frame::PartitionFree(PartitionFree {
-            queue: queue.to_owned(),
-            partition: partition.to_owned(),
-            consumer_group: group.to_owned(),
-        }));
-    }
-
-    /// A queue's configuration changed or it was deleted.
-    pub fn announce_config_change(&self, queue: &str) {
-        self.queues.invalidate(queue);
-        self.hint(Frame::QueueConfigInvalidate(QueueConfigInvalidate {
-            queue: queue.to_owned(),
-        }));
+    /// The effective configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// Push, pop and ack rates of this replica.
     pub fn rates(&self) -> metrics::Rates {
         self.metrics.rates()
-    }
-
-    /// Sets a maintenance flag in PostgreSQL and in this replica's cache.
-    pub async fn set_maintenance(&self, pop: bool, enabled: bool) -> Result<(), StoreError> {
-        let key = if pop {
-            POP_MAINTENANCE_KEY
-        } else {
-            PUSH_MAINTENANCE_KEY
-        };
-        self.store.set_flag(key, enabled).await?;
-        self.apply_maintenance(pop, enabled);
-        self.hint(Frame::MaintenanceModeSet(MaintenanceModeSet {
-            mode: if pop {
-                MaintenanceKind::Pop
-            } else {
-                MaintenanceKind::Push
-            },
-            enabled,
-        }));
-        Ok(())
-    }
-
-    /// Applies a maintenance flag to this replica's cache (hint or reconcile).
-    pub fn apply_maintenance(&self, pop: bool, enabled: bool) {
-        use std::sync::atomic::Ordering;
-        let flag = if pop {
-            &self.flags.pop_maintenance
-        } else {
-            &self.flags.push_maintenance
-        };
-        if flag.swap(enabled, Ordering::Relaxed) != enabled {
-            tracing::info!(
-                mode = if pop { "pop" } else { "push" },
-                enabled,
-                "maintenance mode changed"
-            );
-        }
-    }
-
-    /// Re-reads persisted state that other replicas may have changed.
-    pub async fn reconcile(&self) -> Result<(), StoreError> {
-        let push = self.store.flag(PUSH_MAINTENANCE_KEY).await?;
-        let pop = self.store.flag(POP_MAINTENANCE_KEY).await?;
-        self.apply_maintenance(false, push);
-        self.apply_maintenance(true, pop);
-        Ok(())
     }
 
     /// Returns a queue's configuration, from the cache while it is fresh.

@@ -6,8 +6,8 @@ use queen_proto::{ConsumerGroup, PartitionName, QueueName};
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::long_poll::Backoff;
 use super::{Broker, BrokerError, ANY_QUEUE_KEY};
+use crate::backoff::Backoff;
 use crate::config::SubscriptionMode;
 use crate::store::{ClaimRequest, ClaimedMessage, StoreError};
 
@@ -43,7 +43,8 @@ pub struct PopRequest {
 /// What a pop produced.
 #[derive(Debug)]
 pub enum PopOutcome {
-    /// Messages of one queue, with the lease id (empty with autoAck) and partitions claimed.
+    /// Messages of one queue (payloads decrypted), with the lease id (empty
+    /// with autoAck) and partitions claimed.
     Messages {
         queue: String,
         messages: Vec<ClaimedMessage>,
@@ -61,7 +62,7 @@ impl Broker {
     /// timeout elapses, re-checking on every wake and on a bounded interval.
     pub async fn pop(&self, req: &PopRequest) -> Result<PopOutcome, BrokerError> {
         let deadline = Instant::now() + req.timeout;
-        let mut backoff = Backoff::new(&self.config.pop);
+        let mut backoff = Backoff::for_long_poll(&self.config.pop);
         let wake_key = match &req.target {
             PopTarget::Queue { queue, .. } => queue.as_str(),
             PopTarget::Namespace { .. } => ANY_QUEUE_KEY,
@@ -84,6 +85,7 @@ impl Broker {
                     return Ok(outcome);
                 }
                 PopOutcome::Failed(ref e) => {
+                    // logged here, once per attempt; the caller answers without logging
                     tracing::debug!(error = %e, "pop failed");
                     if !req.wait || Instant::now() >= deadline {
                         return Ok(outcome);
@@ -96,7 +98,7 @@ impl Broker {
                 }
             }
             let pause = backoff
-                .next_interval()
+                .next_delay()
                 .min(deadline.saturating_duration_since(Instant::now()));
             tokio::select! {
                 _ = &mut notified => {}
@@ -181,7 +183,11 @@ impl Broker {
         }
         match claimed.map(|c| c.messages) {
             Ok(messages) if messages.is_empty() => PopOutcome::Empty,
-            Ok(messages) => {
+            Ok(mut messages) => {
+                for m in &mut messages {
+                    m.payload =
+                        super::crypto::open(self.cipher.as_ref(), std::mem::take(&mut m.payload));
+                }
                 let mut partitions: Vec<Uuid> = messages.iter().map(|m| m.partition_id).collect();
                 partitions.dedup();
                 PopOutcome::Messages {

@@ -10,7 +10,7 @@ use queen_proto::{PartitionName, QueueName};
 use uuid::Uuid;
 
 use super::{Broker, BrokerError};
-use crate::store::{AppendStatus, NewMessage, StoreError};
+use crate::store::{fold_repeats, AppendOutcome, AppendStatus, NewMessage, StoreError};
 
 /// One validated push item.
 #[derive(Debug, Clone)]
@@ -133,10 +133,26 @@ impl Broker {
             .collect())
     }
 
+    /// Replays records of the spool: appends them like a direct push and
+    /// returns how many reached PostgreSQL (queued, or already there).
+    pub async fn replay_spooled(&self, items: &[PushItem]) -> Result<u64, BrokerError> {
+        let outcomes = self.append_now(items).await?;
+        let replayed = outcomes
+            .iter()
+            .filter(|o| {
+                matches!(
+                    o,
+                    PushOutcome::Queued { .. } | PushOutcome::Duplicate { .. }
+                )
+            })
+            .count() as u64;
+        self.metrics.spool_drained.inc_by(replayed);
+        Ok(replayed)
+    }
+
     /// Appends `items` to PostgreSQL (one transaction) and wakes pops parked on
-    /// the queues written to; the spool drainer replays through here too.
-    /// Outcomes follow input order.
-    pub async fn append_now(&self, items: &[PushItem]) -> Result<Vec<PushOutcome>, BrokerError> {
+    /// the queues written to. Outcomes follow input order.
+    async fn append_now(&self, items: &[PushItem]) -> Result<Vec<PushOutcome>, BrokerError> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
@@ -151,28 +167,27 @@ impl Broker {
         }
 
         // repeats inside the request: the first occurrence wins, later ones point at it
-        let mut first_of: HashMap<(Uuid, &str, String), usize> = HashMap::new();
-        let mut repeat_of: Vec<Option<usize>> = vec![None; items.len()];
-        let mut unique: Vec<NewMessage> = Vec::with_capacity(items.len());
-        let mut unique_pos: Vec<usize> = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
+        let transaction_ids: Vec<String> = items
+            .iter()
+            .map(|i| {
+                i.transaction_id
+                    .clone()
+                    .unwrap_or_else(|| Uuid::now_v7().to_string())
+            })
+            .collect();
+        let folded = fold_repeats(items.iter().zip(&transaction_ids).map(|(item, txn)| {
+            let (queue_id, _) = queue_ids[&item.queue];
+            (queue_id, item.partition.as_str(), txn.as_str())
+        }));
+        let mut unique: Vec<NewMessage> = Vec::with_capacity(folded.unique.len());
+        for &i in &folded.unique {
+            let item = &items[i];
             let (queue_id, encrypt) = queue_ids[&item.queue];
-            let transaction_id = item
-                .transaction_id
-                .clone()
-                .unwrap_or_else(|| Uuid::now_v7().to_string());
-            let key = (queue_id, item.partition.as_str(), transaction_id.clone());
-            if let Some(&first) = first_of.get(&key) {
-                repeat_of[i] = Some(first);
-                continue;
-            }
-            first_of.insert(key, i);
-            unique_pos.push(i);
             unique.push(NewMessage {
                 queue_id,
                 partition: item.partition.as_str().to_owned(),
                 message_id: Uuid::now_v7(),
-                transaction_id,
+                transaction_id: transaction_ids[i].clone(),
                 trace_id: item.trace_id,
                 payload: self.seal(encrypt, &item.payload)?,
                 producer_sub: item.producer_sub.clone(),
@@ -180,39 +195,33 @@ impl Broker {
         }
 
         let appended = self.store.append(&unique).await?;
-        let mut outcomes: Vec<Option<PushOutcome>> = vec![None; items.len()];
+        let mut first_outcomes: Vec<Option<AppendOutcome>> = vec![None; unique.len()];
         for a in appended {
-            let i = unique_pos[a.index];
-            let msg = &unique[a.index];
+            if let Some(slot) = first_outcomes.get_mut(a.index) {
+                *slot = Some(a);
+            }
+        }
+        let mut outcomes: Vec<Option<PushOutcome>> = Vec::with_capacity(items.len());
+        for (i, &(at, repeat)) in folded.slots.iter().enumerate() {
+            let (Some(a), Some(msg)) = (&first_outcomes[at], unique.get(at)) else {
+                outcomes.push(None);
+                continue;
+            };
             let queue = items[i].queue.as_str().to_owned();
-            outcomes[i] = Some(match a.status {
-                AppendStatus::Queued => PushOutcome::Queued {
+            outcomes.push(Some(match (repeat, a.status) {
+                (false, AppendStatus::Queued) => PushOutcome::Queued {
                     transaction_id: msg.transaction_id.clone(),
                     message_id: a.message_id,
                     partition_id: a.partition_id,
                     trace_id: msg.trace_id,
                     queue,
                 },
-                AppendStatus::Duplicate => PushOutcome::Duplicate {
-                    transaction_id: msg.transaction_id.clone(),
+                _ => PushOutcome::Duplicate {
+                    transaction_id: transaction_ids[i].clone(),
                     message_id: a.message_id,
                     queue,
                 },
-            });
-        }
-        for (i, first) in repeat_of.iter().enumerate() {
-            if let Some(first) = *first {
-                let message_id = match &outcomes[first] {
-                    Some(PushOutcome::Queued { message_id, .. })
-                    | Some(PushOutcome::Duplicate { message_id, .. }) => *message_id,
-                    Some(PushOutcome::Buffered { .. }) | None => Uuid::nil(),
-                };
-                outcomes[i] = Some(PushOutcome::Duplicate {
-                    transaction_id: items[i].transaction_id.clone().unwrap_or_default(),
-                    message_id,
-                    queue: items[i].queue.as_str().to_owned(),
-                });
-            }
+            }));
         }
 
         let queued = outcomes

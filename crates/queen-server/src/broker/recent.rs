@@ -12,7 +12,7 @@
 //! drained, which drop out of the group's candidates until they are written
 //! again. Everything here is a hint: the walk stays the floor for partitions
 //! the list misses (lost hints, restarts, lease expiries): one pop per
-//! [`FLOOR_INTERVAL`] and group goes straight to it, and pops whose hints do
+//! `FLOOR_INTERVAL` and group goes straight to it, and pops whose hints do
 //! not fill them walk too, for as long as the group's walks find work. A
 //! partition a walk found work in joins the list as if written, so a backlog
 //! the list missed is served from hints once the walks have seen it.
@@ -106,7 +106,7 @@ impl RecentPartitions {
     }
 
     /// The candidates a wildcard pop of `group` on `queue` should try first:
-    /// none once per [`FLOOR_INTERVAL`], so the database walk keeps its share.
+    /// none once per `FLOOR_INTERVAL`, so the database walk keeps its share.
     pub fn hints_for_pop(&self, queue: &str, group: &str) -> Hints {
         self.with_list(queue, |list| list.hints(group, Instant::now()))
             .unwrap_or_default()
@@ -121,7 +121,7 @@ impl RecentPartitions {
     /// What a wildcard pop of `group` on `queue`, given `hints`, claimed:
     /// the hinted partitions it found drained leave the group's candidates,
     /// and if it was allowed to walk, the partitions it claimed from outside
-    /// the hints say whether walking is worth it (see [`QueueList::walked`]).
+    /// the hints say whether walking is worth it (see `QueueList::walked`).
     /// True if the pop walked.
     pub fn learn(&self, queue: &str, group: &str, hints: &Hints, claim: &Claim) -> bool {
         let walked = hints

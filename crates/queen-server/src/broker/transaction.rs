@@ -103,9 +103,7 @@ impl Broker {
             }
             Err(failure) => {
                 if let Some(e) = failure.store.as_ref().filter(|e| e.is_unavailable()) {
-                    return Err(BrokerError::Store(crate::store::StoreError::Unavailable(
-                        e.to_string(),
-                    )));
+                    return Err(BrokerError::Store(e.clone()));
                 }
                 Ok(TxResult {
                     transaction_id,

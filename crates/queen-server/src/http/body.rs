@@ -9,9 +9,11 @@ use uuid::Uuid;
 
 use super::error::ApiError;
 
-/// Reads the whole body, refusing more than `limit` bytes.
+/// Reads the whole body. `RequestBodyLimitLayer` enforces the limit (a body
+/// without `Content-Length` fails while it is read, past `limit`): that, or a
+/// body that breaks off, is answered 413 naming `limit`.
 pub async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
-    axum::body::to_bytes(body, limit)
+    axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|_| ApiError::payload_too_large(limit))
 }

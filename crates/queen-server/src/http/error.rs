@@ -2,7 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use queen_proto::responses::ErrorBody;
 
 use crate::broker::BrokerError;
 use crate::store::StoreError;
@@ -49,8 +49,10 @@ impl From<StoreError> for ApiError {
                     message: "Database unavailable".into(),
                 }
             }
-            StoreError::Rejected(m) | StoreError::UniqueViolation(m) => Self::bad_request(m),
-            StoreError::Conflict(_) | StoreError::Other(_) => {
+            StoreError::Rejected(_) | StoreError::UniqueViolation(_) => {
+                Self::bad_request(e.to_string())
+            }
+            StoreError::Conflict(_) | StoreError::Timeout(_) | StoreError::Other(_) => {
                 tracing::error!(error = %e, "request failed");
                 Self {
                     status: StatusCode::INTERNAL_SERVER_ERROR,
@@ -87,6 +89,12 @@ impl From<BrokerError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        (self.status, axum::Json(json!({ "error": self.message }))).into_response()
+        (
+            self.status,
+            axum::Json(ErrorBody {
+                error: self.message,
+            }),
+        )
+            .into_response()
     }
 }

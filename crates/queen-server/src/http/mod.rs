@@ -1,4 +1,12 @@
-//! HTTP API v1: the router, CORS, and the fallback for unknown routes.
+//! HTTP API v1: the router and its middleware, in one place.
+//!
+//! Layers, outermost first: CORS (tower-http `CorsLayer`; preflights answer
+//! 204 and every answer carries the allowed methods and headers in the
+//! reference's spelling), one span per request (`TraceLayer`: `http.request` with
+//! the method, the matched route and, once a handler knows them, the queue,
+//! partition and consumer group), the JSON form of 413, the body limit
+//! (`RequestBodyLimitLayer`, `MAX_BODY_BYTES`), the request counter, JWT
+//! authentication. Every error answer is `{"error": ...}` (`error.rs`).
 
 pub mod auth;
 pub mod body;
@@ -8,12 +16,18 @@ pub mod error;
 mod jwks;
 pub mod routes;
 
-use axum::extract::Request;
+use std::time::Duration;
+
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
+use tower_http::trace::TraceLayer;
 
 use crate::app::AppState;
 use error::ApiError;
@@ -22,10 +36,17 @@ use routes::{
     queues, resources, status, system, traces, transaction,
 };
 
-/// Builds the router of every route, with CORS on every answer and JWT
-/// authentication when it is enabled.
+/// Methods every answer allows (the reference's list).
+const ALLOWED_METHODS: &str = "GET, POST, PUT, DELETE, OPTIONS";
+/// Request headers every answer allows.
+const ALLOWED_HEADERS: &str = "Content-Type, Authorization";
+/// How long browsers may cache a preflight answer (one day).
+const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(86_400);
+
+/// Builds the router of every route with its layers (see the module docs).
 pub fn router(state: AppState) -> anyhow::Result<Router> {
-    let auth = &state.broker.config.auth;
+    let body_limit = state.broker.config().max_body_bytes;
+    let auth = &state.broker.config().auth;
     let verifier = if auth.enabled {
         Some(std::sync::Arc::new(auth::Verifier::new(auth)?))
     } else {
@@ -133,47 +154,98 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
             state.clone(),
             count_requests,
         ))
-        .layer(middleware::from_fn(cors))
+        .layer(RequestBodyLimitLayer::new(body_limit))
+        .layer(middleware::map_response_with_state(body_limit, json_413))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(request_span)
+                // errors are logged once where they are answered (error.rs)
+                .on_failure(()),
+        )
+        .layer(cors())
+        // the reference's exact texts, on preflights and every other answer
+        .layer(SetResponseHeaderLayer::overriding(
+            header::ACCESS_CONTROL_ALLOW_METHODS,
+            HeaderValue::from_static(ALLOWED_METHODS),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::ACCESS_CONTROL_ALLOW_HEADERS,
+            HeaderValue::from_static(ALLOWED_HEADERS),
+        ))
+        .layer(middleware::from_fn(preflight_no_content))
         .with_state(state))
 }
 
-async fn count_requests(
-    axum::extract::State(app): axum::extract::State<AppState>,
-    req: Request,
-    next: Next,
-) -> Response {
-    app.broker.metrics.http_requests.inc();
+/// The permissive CORS policy of the contract: any origin, preflights
+/// cached for a day. The allowed methods and headers are set outside it, on
+/// every answer, in the reference's spelling (`CorsLayer` would write them
+/// lower-cased, without spaces, and on preflights only).
+fn cors() -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::any())
+        .max_age(PREFLIGHT_MAX_AGE)
+}
+
+/// Preflights (any `OPTIONS`, on any path) answer 204 with no body, as the
+/// reference does; `CorsLayer` answers them itself with 200.
+async fn preflight_no_content(req: Request, next: Next) -> Response {
+    let preflight = req.method() == Method::OPTIONS;
+    let mut response = next.run(req).await;
+    if preflight && response.status() == StatusCode::OK {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
+}
+
+/// The span of one request; handlers fill in `queue.name`, `partition.name`
+/// and `consumer_group` when they know them ([`record_target`]).
+fn request_span(req: &Request) -> tracing::Span {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("", MatchedPath::as_str);
+    tracing::info_span!(
+        "http.request",
+        http.method = %req.method(),
+        http.route = route,
+        queue.name = tracing::field::Empty,
+        partition.name = tracing::field::Empty,
+        consumer_group = tracing::field::Empty,
+    )
+}
+
+/// Records what a request works on in its span.
+pub fn record_target(queue: Option<&str>, partition: Option<&str>, group: Option<&str>) {
+    let span = tracing::Span::current();
+    if let Some(q) = queue {
+        span.record("queue.name", q);
+    }
+    if let Some(p) = partition {
+        span.record("partition.name", p);
+    }
+    if let Some(g) = group {
+        span.record("consumer_group", g);
+    }
+}
+
+/// `RequestBodyLimitLayer` refuses a body whose `Content-Length` is over the
+/// limit with a plain-text 413; the contract's answer is JSON.
+async fn json_413(State(limit): State<usize>, response: Response) -> Response {
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json {
+        return ApiError::payload_too_large(limit).into_response();
+    }
+    response
+}
+
+async fn count_requests(State(app): State<AppState>, req: Request, next: Next) -> Response {
+    app.broker.count_http_request();
     next.run(req).await
 }
 
 async fn not_found() -> ApiError {
     ApiError::not_found("Not found")
-}
-
-/// Answers preflight requests and adds the permissive CORS headers of the contract.
-async fn cors(req: Request, next: Next) -> Response {
-    let mut response = if req.method() == Method::OPTIONS {
-        let mut r = StatusCode::NO_CONTENT.into_response();
-        r.headers_mut().insert(
-            header::ACCESS_CONTROL_MAX_AGE,
-            HeaderValue::from_static("86400"),
-        );
-        r
-    } else {
-        next.run(req).await
-    };
-    let h = response.headers_mut();
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST, PUT, DELETE, OPTIONS"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("Content-Type, Authorization"),
-    );
-    response
 }

@@ -5,23 +5,26 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::backoff::Backoff;
 use crate::broker::Broker;
+use crate::store::Store;
 
 /// Pause between attempts to reach the database at start.
 const RETRY: Duration = Duration::from_secs(2);
 
 /// Logs one clear message on the first failure saying how to point the broker
 /// at PostgreSQL, then retries quietly until it works or the broker stops.
-pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
+pub(super) async fn run(broker: Arc<Broker>, store: Arc<Store>, cancel: CancellationToken) {
     let mut warned = false;
+    let mut retry = Backoff::fixed(RETRY);
     loop {
-        match broker.store.migrate().await {
+        match store.migrate().await {
             Ok(applied) => {
                 if warned {
                     tracing::info!("database reachable again");
                 }
                 tracing::info!(applied, "database schema ready");
-                check_connection_budget(&broker).await;
+                check_connection_budget(&broker, &store).await;
                 if let Err(e) = broker.reconcile().await {
                     tracing::debug!(error = %e, "first reconcile failed");
                 }
@@ -41,7 +44,7 @@ pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
             }
         }
         tokio::select! {
-            _ = tokio::time::sleep(RETRY) => {}
+            _ = tokio::time::sleep(retry.next_delay()) => {}
             _ = cancel.cancelled() => return,
         }
     }
@@ -49,11 +52,11 @@ pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
 
 /// Warns when this replica's pool, times the replicas configured, cannot fit in
 /// the server's `max_connections`.
-async fn check_connection_budget(broker: &Broker) {
-    match broker.store.max_connections().await {
+async fn check_connection_budget(broker: &Broker, store: &Store) {
+    match store.max_connections().await {
         Ok(max) => {
-            let replicas = broker.config.mesh.peers.len() as i64 + 1;
-            let pool = broker.config.db.pool_size as i64;
+            let replicas = broker.config().mesh.peers.len() as i64 + 1;
+            let pool = broker.config().db.pool_size as i64;
             // each replica also opens a few direct connections (jobs, migrations)
             let needed = replicas * (pool + 2);
             if needed > max {

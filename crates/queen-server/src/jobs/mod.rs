@@ -7,12 +7,15 @@
 //! - `planner_stats`: analyzes hot tables that changed a lot (every replica,
 //!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
-//!   replica does the work of each cycle.
+//!   replica does the work of each cycle;
+//! - `spool_replay`: replays the disk spool into PostgreSQL once it is back
+//!   (every replica, its own spool).
 
 mod eviction;
 mod migrate;
 mod planner_stats;
 mod retention;
+mod spool_replay;
 mod stats;
 
 use std::future::Future;
@@ -23,6 +26,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::broker::Broker;
+use crate::spool::Spool;
+use crate::store::jobs::AdvisoryLockGuard;
+use crate::store::Store;
 
 /// Advisory lock key of the retention job ("queenret").
 pub const RETENTION_LOCK_KEY: i64 = 0x7175_6565_6e72_6574;
@@ -30,15 +36,20 @@ pub const RETENTION_LOCK_KEY: i64 = 0x7175_6565_6e72_6574;
 pub const EVICTION_LOCK_KEY: i64 = 0x7175_6565_6e65_7669;
 
 /// Starts every background loop; they stop when `cancel` is cancelled.
-pub fn spawn_all(broker: &Arc<Broker>, cancel: &CancellationToken) -> JoinSet<()> {
+pub fn spawn_all(
+    broker: &Arc<Broker>,
+    store: &Arc<Store>,
+    spool: &Arc<Spool>,
+    cancel: &CancellationToken,
+) -> JoinSet<()> {
     let mut set = JoinSet::new();
-    set.spawn(migrate::run(broker.clone(), cancel.clone()));
-    set.spawn(every(broker.config.reconcile_interval, cancel.clone(), {
-        let b = broker.clone();
+    set.spawn(migrate::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(every(broker.config().reconcile_interval, cancel.clone(), {
+        let (b, s) = (broker.clone(), store.clone());
         move || {
-            let b = b.clone();
+            let (b, s) = (b.clone(), s.clone());
             async move {
-                if b.store.is_ready() {
+                if s.is_ready() {
                     if let Err(e) = b.reconcile().await {
                         tracing::debug!(error = %e, "reconcile failed");
                     }
@@ -47,17 +58,29 @@ pub fn spawn_all(broker: &Arc<Broker>, cancel: &CancellationToken) -> JoinSet<()
         }
     }));
     set.spawn(every(HOUSEKEEPING_PERIOD, cancel.clone(), {
-        let b = broker.clone();
+        let (b, s) = (broker.clone(), store.clone());
         move || {
-            b.waker.prune();
-            b.store.close_idle_connections(b.config.db.idle_timeout);
+            b.prune_waiters();
+            s.close_idle_connections(b.config().db.idle_timeout);
             std::future::ready(())
         }
     }));
-    set.spawn(stats::run(broker.clone(), cancel.clone()));
-    set.spawn(planner_stats::run(broker.clone(), cancel.clone()));
-    set.spawn(retention::run(broker.clone(), cancel.clone()));
-    set.spawn(eviction::run(broker.clone(), cancel.clone()));
+    set.spawn(stats::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(planner_stats::run(store.clone(), cancel.clone()));
+    set.spawn(retention::run(
+        broker.clone(),
+        store.clone(),
+        cancel.clone(),
+    ));
+    set.spawn(eviction::run(broker.clone(), store.clone(), cancel.clone()));
+    // outside the set, which is aborted at shutdown: the replay stops by
+    // itself at `cancel`, after the batch in hand
+    tokio::spawn(spool_replay::run(
+        broker.clone(),
+        store.clone(),
+        spool.clone(),
+        cancel.clone(),
+    ));
     set
 }
 
@@ -90,15 +113,20 @@ fn cycle_number(period: Duration) -> i64 {
 /// Runs one cycle of a leader-gated job: takes the advisory lock (skipping the
 /// cycle when another replica holds it), claims the cycle so it runs once, runs
 /// `work` on the lock's connection with the lock held, and records the result.
-async fn gated_cycle<F>(broker: &Broker, job: &'static str, key: i64, period: Duration, work: F)
-where
-    F: AsyncFnOnce(&tokio_postgres::Client) -> Result<i64, crate::store::StoreError>,
+async fn gated_cycle<F>(
+    store: &Store,
+    server_id: &str,
+    job: &'static str,
+    key: i64,
+    period: Duration,
+    work: F,
+) where
+    F: AsyncFnOnce(&AdvisoryLockGuard) -> Result<i64, crate::store::StoreError>,
 {
-    use crate::store::jobs::{claim_cycle, finish_cycle};
-    if !broker.store.is_ready() {
+    if !store.is_ready() {
         return;
     }
-    let guard = match broker.store.try_advisory_lock(key).await {
+    let guard = match store.try_advisory_lock(key).await {
         Ok(Some(g)) => g,
         Ok(None) => {
             tracing::debug!(job, "another replica holds the lock; skipping this cycle");
@@ -111,11 +139,11 @@ where
     };
     let cycle = cycle_number(period);
     let result = async {
-        if !claim_cycle(&guard.client, job, cycle, &broker.config.server_id).await? {
+        if !store.claim_cycle(&guard, job, cycle, server_id).await? {
             return Ok(None);
         }
-        let affected = work(&guard.client).await?;
-        finish_cycle(&guard.client, job, cycle, affected).await?;
+        let affected = work(&guard).await?;
+        store.finish_cycle(&guard, job, cycle, affected).await?;
         Ok::<_, crate::store::StoreError>(Some(affected))
     }
     .await;

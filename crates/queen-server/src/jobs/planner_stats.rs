@@ -10,21 +10,21 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::broker::Broker;
+use crate::store::Store;
 
 /// How often each replica checks.
 const PERIOD: Duration = Duration::from_secs(5);
 
-pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
+pub(super) async fn run(store: Arc<Store>, cancel: CancellationToken) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(PERIOD) => {}
             _ = cancel.cancelled() => return,
         }
-        if !broker.store.is_ready() {
+        if !store.is_ready() {
             continue;
         }
-        match broker.store.refresh_planner_stats().await {
+        match store.refresh_planner_stats().await {
             Ok(0) => {}
             Ok(n) => tracing::debug!(tables = n, "planner statistics refreshed"),
             Err(e) => tracing::debug!(error = %e, "refreshing planner statistics failed"),

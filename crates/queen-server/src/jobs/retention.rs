@@ -7,46 +7,47 @@ use tokio_util::sync::CancellationToken;
 
 use super::{gated_cycle, RETENTION_LOCK_KEY};
 use crate::broker::Broker;
-use crate::store::jobs::{apply_retention, cleanup_partitions, purge_replica_stats};
+use crate::store::Store;
 
 /// Most retention statements one cycle runs, so a cycle always ends.
 const MAX_STEPS: usize = 1_000;
 
-pub(super) async fn run(broker: Arc<Broker>, cancel: CancellationToken) {
-    let period = broker.config.jobs.retention_interval;
+pub(super) async fn run(broker: Arc<Broker>, store: Arc<Store>, cancel: CancellationToken) {
+    let period = broker.config().jobs.retention_interval;
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
             _ = cancel.cancelled() => return,
         }
-        let jobs = broker.config.jobs.clone();
+        let jobs = broker.config().jobs.clone();
+        let store = &*store;
         gated_cycle(
-            &broker,
+            store,
+            &broker.config().server_id,
             "retention",
             RETENTION_LOCK_KEY,
             period,
-            async move |client| {
+            async move |lock| {
                 let mut affected = 0i64;
                 for _ in 0..MAX_STEPS {
-                    let n = apply_retention(client, jobs.retention_batch).await?;
+                    let n = store.apply_retention(lock, jobs.retention_batch).await?;
                     affected += i64::from(n);
                     if n < jobs.retention_batch {
                         break;
                     }
                 }
                 for _ in 0..MAX_STEPS {
-                    let n = cleanup_partitions(
-                        client,
-                        jobs.partition_cleanup_days,
-                        jobs.retention_batch,
-                    )
-                    .await?;
+                    let n = store
+                        .cleanup_partitions(lock, jobs.partition_cleanup_days, jobs.retention_batch)
+                        .await?;
                     affected += i64::from(n);
                     if n < jobs.retention_batch {
                         break;
                     }
                 }
-                purge_replica_stats(client, jobs.metrics_retention_days).await?;
+                store
+                    .purge_replica_stats(lock, jobs.metrics_retention_days)
+                    .await?;
                 Ok(affected)
             },
         )

@@ -1,22 +1,92 @@
-//! What a received hint does on this replica.
+//! Received hints leave the mesh through a bounded channel, so the mesh never
+//! calls into the broker: the broker side reads the [`HintInbox`] and decides
+//! what each hint does. Heartbeats and HELLOs stay inside the mesh.
 
-use queen_proto::mesh::{Frame, MaintenanceKind};
+use queen_proto::mesh::{
+    Frame, MaintenanceModeSet, MessageAvailable, PartitionFree, QueueConfigInvalidate,
+};
+use tokio::sync::mpsc;
 
-use crate::broker::{Broker, ANY_QUEUE_KEY};
+/// Hints the inbox holds before the listener waits for the broker side
+/// (the same bound as a peer's send queue).
+const INBOX_HINTS: usize = super::PEER_QUEUE_FRAMES;
 
-/// Applies one received frame. Heartbeats only prove the peer is alive.
-pub(super) fn apply(broker: &Broker, frame: Frame) {
-    match frame {
-        Frame::MessageAvailable(h) => {
-            broker.recent.record(&h.queue, &h.partition);
-            broker.waker.notify(&h.queue);
-            broker.waker.notify(ANY_QUEUE_KEY);
+/// A hint a peer sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hint {
+    MessageAvailable(MessageAvailable),
+    PartitionFree(PartitionFree),
+    QueueConfigInvalidate(QueueConfigInvalidate),
+    MaintenanceModeSet(MaintenanceModeSet),
+}
+
+impl Hint {
+    /// The hint a frame carries; `None` for heartbeats and HELLOs.
+    fn from_frame(frame: Frame) -> Option<Self> {
+        match frame {
+            Frame::MessageAvailable(h) => Some(Self::MessageAvailable(h)),
+            Frame::PartitionFree(h) => Some(Self::PartitionFree(h)),
+            Frame::QueueConfigInvalidate(h) => Some(Self::QueueConfigInvalidate(h)),
+            Frame::MaintenanceModeSet(h) => Some(Self::MaintenanceModeSet(h)),
+            Frame::Heartbeat(_) | Frame::Hello(_) => None,
         }
-        Frame::PartitionFree(h) => broker.waker.notify(&h.queue),
-        Frame::QueueConfigInvalidate(h) => broker.queues.invalidate(&h.queue),
-        Frame::MaintenanceModeSet(h) => {
-            broker.apply_maintenance(h.mode == MaintenanceKind::Pop, h.enabled);
+    }
+}
+
+/// The receiving end: what peers sent, for the broker to apply.
+#[derive(Debug)]
+pub struct HintInbox {
+    rx: mpsc::Receiver<Hint>,
+}
+
+impl HintInbox {
+    /// The next hint; `None` once the mesh stopped.
+    pub async fn recv(&mut self) -> Option<Hint> {
+        self.rx.recv().await
+    }
+}
+
+/// The listener's end of the inbox.
+#[derive(Debug, Clone)]
+pub(super) struct HintSender {
+    tx: mpsc::Sender<Hint>,
+}
+
+impl HintSender {
+    /// Hands a received frame on if it is a hint. Waits while the inbox is
+    /// full (that slows the one peer connection, nothing else); a closed
+    /// inbox (shutdown) drops it.
+    pub(super) async fn forward(&self, frame: Frame) {
+        if let Some(hint) = Hint::from_frame(frame) {
+            let _ = self.tx.send(hint).await;
         }
-        Frame::Heartbeat(_) | Frame::Hello(_) => {}
+    }
+}
+
+pub(super) fn inbox() -> (HintSender, HintInbox) {
+    let (tx, rx) = mpsc::channel(INBOX_HINTS);
+    (HintSender { tx }, HintInbox { rx })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use queen_proto::mesh::Heartbeat;
+
+    #[tokio::test]
+    async fn only_hints_reach_the_inbox() {
+        let (tx, mut rx) = inbox();
+        tx.forward(Frame::Heartbeat(Heartbeat {
+            server_id: "a".into(),
+        }))
+        .await;
+        let hint = MessageAvailable {
+            queue: "q".into(),
+            partition: "p".into(),
+        };
+        tx.forward(Frame::MessageAvailable(hint.clone())).await;
+        drop(tx);
+        assert_eq!(rx.recv().await, Some(Hint::MessageAvailable(hint)));
+        assert_eq!(rx.recv().await, None);
     }
 }

@@ -1,4 +1,5 @@
-//! The mesh listener: accepts peers' connections, verifies HELLO, applies hints.
+//! The mesh listener: accepts peers' connections, verifies HELLO, hands hints
+//! to the inbox.
 //! It never writes back on an accepted connection.
 
 use std::sync::atomic::Ordering;
@@ -11,8 +12,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
 
 use super::handshake::{verify_hello, FrameSigner, ReplayCache};
-use super::{hints, Mesh};
-use crate::broker::Broker;
+use super::hints::HintSender;
+use super::Mesh;
 use crate::config::{MeshAuth, MeshConfig};
 
 /// The warning logged when the mesh port is taken; operators and tests grep for it.
@@ -37,7 +38,7 @@ pub(super) async fn bind(config: &MeshConfig) -> Option<TcpListener> {
 pub(super) async fn run(
     listener: TcpListener,
     mesh: Arc<Mesh>,
-    broker: Arc<Broker>,
+    hints: HintSender,
     cancel: CancellationToken,
 ) {
     let replay = Arc::new(ReplayCache::default());
@@ -52,12 +53,12 @@ pub(super) async fn run(
             },
             _ = cancel.cancelled() => return,
         };
-        let (mesh, broker, replay, cancel) =
-            (mesh.clone(), broker.clone(), replay.clone(), cancel.clone());
+        let (mesh, hints, replay, cancel) =
+            (mesh.clone(), hints.clone(), replay.clone(), cancel.clone());
         tokio::spawn(async move {
             mesh.inbound.open.fetch_add(1, Ordering::Relaxed);
             let result = tokio::select! {
-                r = serve(stream, &mesh, &broker, &replay) => r,
+                r = serve(stream, &mesh, &hints, &replay) => r,
                 _ = cancel.cancelled() => Ok(()),
             };
             mesh.inbound.open.fetch_sub(1, Ordering::Relaxed);
@@ -111,7 +112,7 @@ async fn read_frame(
 async fn serve(
     mut stream: TcpStream,
     mesh: &Mesh,
-    broker: &Broker,
+    hints: &HintSender,
     replay: &ReplayCache,
 ) -> Result<(), String> {
     let cfg = &mesh.config;
@@ -151,6 +152,6 @@ async fn serve(
             return Err("second HELLO".into());
         }
         mesh.inbound.frames.fetch_add(1, Ordering::Relaxed);
-        hints::apply(broker, frame);
+        hints.forward(frame).await;
     }
 }

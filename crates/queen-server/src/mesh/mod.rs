@@ -17,14 +17,14 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use queen_proto::mesh::Frame;
-use serde::Serialize;
+use queen_proto::status::MeshPeer;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 pub use handshake::{make_hello, FrameSigner};
+pub use hints::{Hint, HintInbox};
 pub use listener::MESH_BIND_FAILED;
 
-use crate::broker::Broker;
 use crate::config::MeshConfig;
 
 /// Frames a peer's send queue holds before new ones are dropped.
@@ -57,7 +57,7 @@ pub struct InboundStats {
     pub frames: AtomicU64,
 }
 
-/// The mesh handle held by the broker.
+/// The mesh handle held by the broker (the send side).
 #[derive(Debug)]
 pub struct Mesh {
     pub config: MeshConfig,
@@ -68,26 +68,15 @@ pub struct Mesh {
     pub listening: AtomicBool,
 }
 
-/// A peer as the stats surface shows it.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PeerSnapshot {
-    pub addr: String,
-    pub connected: bool,
-    pub sent: u64,
-    pub dropped: u64,
-    pub reconnects: u64,
-    pub last_error: Option<String>,
-}
-
 impl Mesh {
-    /// Starts the listener and one dialer per peer; returns the handle.
+    /// Starts the listener and one dialer per peer; returns the handle and
+    /// the inbox of the hints peers send.
     pub async fn start(
         config: MeshConfig,
         server_id: String,
-        broker: Arc<Broker>,
         cancel: CancellationToken,
-    ) -> Arc<Self> {
+    ) -> (Arc<Self>, HintInbox) {
+        let (hints, inbox) = hints::inbox();
         let mut receivers = Vec::new();
         let peers = config
             .peers
@@ -112,7 +101,7 @@ impl Mesh {
         let bound = listener::bind(&mesh.config).await;
         if let Some(l) = bound {
             mesh.listening.store(true, Ordering::Relaxed);
-            tokio::spawn(listener::run(l, mesh.clone(), broker, cancel.clone()));
+            tokio::spawn(listener::run(l, mesh.clone(), hints, cancel.clone()));
         }
         for (peer, rx) in mesh.peers.iter().zip(receivers) {
             tokio::spawn(peer::run(peer.clone(), rx, mesh.clone(), cancel.clone()));
@@ -124,7 +113,7 @@ impl Mesh {
             "TCP mesh started (auth: {})",
             mesh.config.auth.as_str()
         );
-        mesh
+        (mesh, inbox)
     }
 
     /// Queues `frame` for every connected peer; never blocks. A frame for a
@@ -142,10 +131,10 @@ impl Mesh {
     }
 
     /// Per-peer counters for the stats surface.
-    pub fn snapshot(&self) -> Vec<PeerSnapshot> {
+    pub fn snapshot(&self) -> Vec<MeshPeer> {
         self.peers
             .iter()
-            .map(|p| PeerSnapshot {
+            .map(|p| MeshPeer {
                 addr: p.addr.clone(),
                 connected: p.stats.connected.load(Ordering::Relaxed),
                 sent: p.stats.sent.load(Ordering::Relaxed),

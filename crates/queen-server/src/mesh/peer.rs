@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handshake::{make_hello, FrameSigner};
 use super::{Mesh, Peer};
+use crate::backoff::Backoff;
 use crate::config::MeshAuth;
 
 /// First reconnect delay; doubled on every failure.
@@ -54,7 +55,7 @@ pub(super) async fn run(
     cancel: CancellationToken,
 ) {
     let cfg = &mesh.config;
-    let mut backoff = BACKOFF_START;
+    let mut backoff = Backoff::doubling(BACKOFF_START, BACKOFF_MAX);
     let mut ever_connected = false;
     let mut warned_down = false;
     loop {
@@ -90,7 +91,7 @@ pub(super) async fn run(
                     // that a proxy or a dying peer closes at once keeps the backoff
                     // growing and the "unreachable" warning standing
                     if connected_at.elapsed() >= STABLE_CONNECTION {
-                        backoff = BACKOFF_START;
+                        backoff.reset();
                         if warned_down {
                             tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
                             warned_down = false;
@@ -108,10 +109,9 @@ pub(super) async fn run(
             warned_down = true;
         }
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
             _ = cancel.cancelled() => return,
         }
-        backoff = (backoff * 2).min(BACKOFF_MAX);
     }
 }
 

@@ -2,16 +2,17 @@
 //! push maintenance mode is on, and replayed into PostgreSQL afterwards.
 //!
 //! - [`segment`]: files, the directory lock, recovery and quarantine.
-//! - [`writer`]: the thread that appends, with fsync batched across pushes.
-//! - [`drain`]: the task that replays sealed segments in order, idempotently.
+//! - `writer`: the thread that appends, with fsync batched across pushes.
 //! - [`outage`]: whether PostgreSQL is considered down (one WARN, one INFO).
+//!
+//! The spool is storage only: the replay into PostgreSQL is a job
+//! (`jobs/spool_replay.rs`), and the broker decides what goes here.
 //!
 //! A push is answered `buffered` only after its records are durable. Every
 //! record carries its transactionId (generated before the first attempt when the
 //! client gave none), so a replay that repeats work PostgreSQL already committed
 //! is answered `duplicate` by the store and creates nothing twice.
 
-pub mod drain;
 pub mod outage;
 pub mod segment;
 mod writer;

@@ -1,39 +1,25 @@
 //! Group commit for pushes: concurrent `append` calls share one transaction.
 //!
-//! Requests queue here while earlier batches are in flight; each flight takes
-//! everything queued (up to [`MAX_BATCH_ITEMS`]) and appends it with a single
-//! `queen.push_batch` call. Nothing waits on a timer: under light load a push
-//! goes out alone at once, under heavy load commits are shared. Repeated keys
-//! across the merged requests keep the first occurrence, as inside one request.
-//!
-//! At most [`MAX_INFLIGHT`] (two) flights are in the air. The first leaves as
-//! soon as anything waits; the second only once the waiting requests hold
-//! [`MIN_SECOND_FLIGHT_ITEMS`] messages. A second flight overlaps the first
-//! one's commit (its WAL flush) with useful work, which pays for large
-//! flights; small ones (single-message pushes) cost about as much per
-//! partition touched alone as merged, and more when flights queue on each
-//! other's partition locks, so they wait and merge instead (docs/benchmarks.md
-//! has the measurements behind both numbers).
-//!
-//! Each of the [`MAX_INFLIGHT`] flight slots keeps the pool connection it
-//! used. A connection's buffers grow to the largest request it ever sent and
-//! never shrink, so merged flights (up to [`MAX_BATCH_ITEMS`] messages) landing
-//! on any of the pool's connections made every one of them hold a
-//! flight-sized buffer: about 20 MB of the broker's RSS under load. Pinned to
-//! their slots, only [`MAX_INFLIGHT`] connections carry that size. A slot
-//! pins its connection only while that leaves three quarters of the pool to
-//! everything else (`DB_POOL_SIZE` of 8 or more pins both).
+//! Requests queue here while earlier flights are in the air; each flight takes
+//! what waits (up to [`MAX_BATCH_ITEMS`] messages) and appends it with one
+//! `queen.push_batch` call. There is no timer: a lone push goes out at once.
+//! Keys repeated across merged requests keep their first occurrence
+//! (`fold_repeats`), as inside one request. At most [`MAX_INFLIGHT`] flights
+//! are in the air; the second leaves only once the waiting requests hold
+//! [`MIN_SECOND_FLIGHT_ITEMS`] messages, so small pushes merge instead of
+//! queueing on each other's partition locks. Each flight slot keeps its pool
+//! connection between flights (when that leaves three quarters of the pool to
+//! everything else), so only those connections grow flight-sized buffers.
+//! `docs/benchmarks.md` ("Group commit") has the measurements behind the numbers.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 
 use deadpool_postgres::Object;
-use deadpool_postgres::Pool;
 use tokio::sync::{mpsc, oneshot};
-use uuid::Uuid;
 
-use super::{append_with, AppendOutcome, AppendStatus, NewMessage, StoreError};
+use super::op::{with_op, Db, DbOp};
+use super::push::{append_with, fold_repeats};
+use super::{AppendOutcome, AppendStatus, NewMessage, StoreError};
 
 /// Most messages one shared transaction carries.
 const MAX_BATCH_ITEMS: usize = 2_000;
@@ -68,9 +54,9 @@ impl std::fmt::Debug for Job {
 
 impl Batcher {
     /// Spawns the batching task on the current runtime.
-    pub(super) fn start(pool: Pool, ready: Arc<AtomicBool>) -> Self {
+    pub(super) fn start(db: Db) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-        tokio::spawn(run(rx, pool, ready));
+        tokio::spawn(run(rx, db));
         Self { tx }
     }
 
@@ -83,12 +69,11 @@ impl Batcher {
         self.tx
             .send(Job { items, reply })
             .await
-            .map_err(|_| StoreError::Unavailable("push batcher stopped".into()))?;
+            .map_err(|_| StoreError::unavailable("push batcher stopped"))?;
         rx.await
-            .map_err(|_| StoreError::Unavailable("push batcher dropped the request".into()))?
+            .map_err(|_| StoreError::unavailable("push batcher dropped the request"))?
     }
 }
-
 /// A flight slot, and the connection it keeps between flights if it pins one.
 struct Slot {
     pin: bool,
@@ -136,8 +121,8 @@ impl Waiting {
     }
 }
 
-async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
-    let pinned = (pool.status().max_size / 4).min(MAX_INFLIGHT);
+async fn run(mut rx: mpsc::Receiver<Job>, db: Db) {
+    let pinned = (db.pool().status().max_size / 4).min(MAX_INFLIGHT);
     // a stack: the pinned slots on top, so a lone flight keeps its connection
     let mut free: Vec<Slot> = (0..MAX_INFLIGHT)
         .rev()
@@ -161,9 +146,9 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
         if !free.is_empty() && waiting.departs(MAX_INFLIGHT - free.len()) {
             let mut slot = free.pop().expect("a free slot");
             let jobs = waiting.take_flight();
-            let (pool, ready, done_tx) = (pool.clone(), ready.clone(), done_tx.clone());
+            let (db, done_tx) = (db.clone(), done_tx.clone());
             tokio::spawn(async move {
-                flight(jobs, &pool, &ready, &mut slot).await;
+                flight(jobs, &db, &mut slot).await;
                 if !slot.pin {
                     slot.conn = None;
                 }
@@ -184,73 +169,46 @@ async fn run(mut rx: mpsc::Receiver<Job>, pool: Pool, ready: Arc<AtomicBool>) {
     }
 }
 
+/// One `queen.push_batch` call on the slot's connection.
 async fn one_call(
-    pool: &Pool,
-    ready: &AtomicBool,
+    db: &Db,
     slot: &mut Slot,
     items: &[NewMessage],
 ) -> Result<Vec<AppendOutcome>, StoreError> {
-    if !ready.load(Ordering::Acquire) {
-        return Err(StoreError::NotReady);
-    }
-    if slot.conn.as_ref().is_some_and(|c| c.is_closed()) {
-        slot.conn = None;
-    }
-    let client = match &mut slot.conn {
-        Some(c) => c,
-        None => slot.conn.insert(pool.get().await?),
-    };
-    let result = append_with(&*client, items, false).await;
-    if client.is_closed() {
-        slot.conn = None;
-    }
-    result
+    with_op!(*db, DbOp::Push, slot = &mut slot.conn, |client| {
+        append_with(&*client, items, false).await
+    })
 }
 
 /// Appends the merged jobs and answers each with its own outcomes.
-async fn flight(jobs: Vec<Job>, pool: &Pool, ready: &AtomicBool, slot: &mut Slot) {
+async fn flight(jobs: Vec<Job>, db: &Db, slot: &mut Slot) {
     if jobs.len() == 1 {
         let job = jobs.into_iter().next().expect("one job");
-        let result = one_call(pool, ready, slot, &job.items).await;
+        let result = one_call(db, slot, &job.items).await;
         let _ = job.reply.send(result);
         return;
     }
     // merge, folding keys repeated across requests onto their first occurrence
-    let mut merged: Vec<NewMessage> = Vec::new();
-    // per job, per item: index into `merged`, and whether it repeats an earlier key
-    let mut slots: Vec<Vec<(usize, bool)>> = Vec::with_capacity(jobs.len());
-    let mut first_of: HashMap<(Uuid, String, String), usize> = HashMap::new();
-    for job in &jobs {
-        let mut mine = Vec::with_capacity(job.items.len());
-        for item in &job.items {
-            let key = (
-                item.queue_id,
-                item.partition.clone(),
-                item.transaction_id.clone(),
-            );
-            match first_of.get(&key) {
-                Some(&at) => mine.push((at, true)),
-                None => {
-                    first_of.insert(key, merged.len());
-                    mine.push((merged.len(), false));
-                    merged.push(item.clone());
-                }
-            }
-        }
-        slots.push(mine);
-    }
-    match one_call(pool, ready, slot, &merged).await {
+    let all: Vec<&NewMessage> = jobs.iter().flat_map(|j| &j.items).collect();
+    let folded = fold_repeats(
+        all.iter()
+            .map(|m| (m.queue_id, m.partition.as_str(), m.transaction_id.as_str())),
+    );
+    let merged: Vec<NewMessage> = folded.unique.iter().map(|&i| all[i].clone()).collect();
+    match one_call(db, slot, &merged).await {
         Ok(outcomes) => {
             let by_index: HashMap<usize, &AppendOutcome> =
                 outcomes.iter().map(|o| (o.index, o)).collect();
-            for (job, mine) in jobs.into_iter().zip(slots) {
-                let result = mine
-                    .iter()
+            let mut slots = folded.slots.iter();
+            for job in jobs {
+                let result = slots
+                    .by_ref()
+                    .take(job.items.len())
                     .enumerate()
                     .map(|(i, &(at, repeat))| {
                         let o = by_index
                             .get(&at)
-                            .ok_or_else(|| StoreError::Other("push outcome missing".into()))?;
+                            .ok_or_else(|| StoreError::internal("push outcome missing"))?;
                         Ok(AppendOutcome {
                             index: i,
                             status: if repeat {
@@ -267,15 +225,14 @@ async fn flight(jobs: Vec<Job>, pool: &Pool, ready: &AtomicBool, slot: &mut Slot
             }
         }
         Err(e) if e.is_unavailable() => {
-            let text = e.to_string();
             for job in jobs {
-                let _ = job.reply.send(Err(StoreError::Unavailable(text.clone())));
+                let _ = job.reply.send(Err(e.clone()));
             }
         }
         Err(_) => {
             // one request may have poisoned the shared transaction: retry alone
             for job in jobs {
-                let result = one_call(pool, ready, slot, &job.items).await;
+                let result = one_call(db, slot, &job.items).await;
                 let _ = job.reply.send(result);
             }
         }

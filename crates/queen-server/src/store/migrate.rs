@@ -88,7 +88,7 @@ async fn migrate_locked(client: &mut Client) -> Result<usize, StoreError> {
         .set_migration_table_name(HISTORY_TABLE)
         .run_async(client)
         .await
-        .map_err(|e| StoreError::Other(format!("migration failed: {e}")))?;
+        .map_err(|e| StoreError::other("migration failed", e))?;
     let applied = report.applied_migrations().len();
     let functions = functions::apply(client, applied > 0).await?;
     if applied > 0 || functions > 0 {
@@ -134,7 +134,7 @@ async fn adopt_pre_baseline_history(client: &mut Client) -> Result<(), StoreErro
             .all(|((v, n, c), (pv, pn, pc))| *v == pv && n == pn && *c == pc.to_string());
     if !complete {
         let (version, name, _) = history.last().unwrap_or(first);
-        return Err(StoreError::Other(format!(
+        return Err(StoreError::internal(format!(
             "database schema was migrated by a development build from before the schema \
              baseline and stops at V{version}__{name}; only the complete history up to \
              V10__ack_match_by_rank can be upgraded: migrate it with that build first, \
@@ -146,7 +146,7 @@ async fn adopt_pre_baseline_history(client: &mut Client) -> Result<(), StoreErro
         .iter()
         .find(|m| m.version() == 1)
         .cloned()
-        .ok_or_else(|| StoreError::Other("the baseline migration V1 is missing".to_owned()))?;
+        .ok_or_else(|| StoreError::internal("the baseline migration V1 is missing"))?;
     let applied_on = Utc::now().to_rfc3339_opts(SecondsFormat::Micros, true);
     let tx = client.transaction().await?;
     tx.execute(&format!("DELETE FROM {HISTORY_TABLE}"), &[])

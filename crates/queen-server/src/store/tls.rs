@@ -37,7 +37,7 @@ pub fn configure(db: &DbConfig, pg: &mut tokio_postgres::Config) -> Result<Conne
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| StoreError::Other(format!("TLS setup: {e}")))?;
+        .map_err(|e| StoreError::internal(format!("TLS setup: {e}")))?;
     let tls_wanted = pg.get_ssl_mode() != SslMode::Disable;
     let config = if !tls_wanted {
         builder
@@ -64,7 +64,7 @@ fn trusted_roots(db: &DbConfig) -> Result<RootCertStore, StoreError> {
     roots.add_parsable_certificates(system.certs);
     if let Some(path) = &db.ssl_root_cert {
         let bad = |e: &dyn fmt::Display| {
-            StoreError::Other(format!(
+            StoreError::internal(format!(
                 "PG_SSL_ROOT_CERT={}: cannot read CA certificates: {e}",
                 path.display()
             ))
@@ -79,10 +79,9 @@ fn trusted_roots(db: &DbConfig) -> Result<RootCertStore, StoreError> {
         }
     }
     if roots.is_empty() {
-        return Err(StoreError::Other(
+        return Err(StoreError::internal(
             "PG_SSL_REJECT_UNAUTHORIZED=true but no trusted CA certificate was found: \
-             set PG_SSL_ROOT_CERT to the server's CA file"
-                .into(),
+             set PG_SSL_ROOT_CERT to the server's CA file",
         ));
     }
     Ok(roots)

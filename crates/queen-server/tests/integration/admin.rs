@@ -815,3 +815,32 @@ async fn routes_absent_from_the_reference_answer_404_json() {
         assert_eq!(body, json!({"error": "Not found"}), "{method} {path}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_operations_are_timed_per_operation() {
+    let (_db, b) = setup().await;
+    let q = unique("dbop");
+    push_numbered(&b, &q, "p", "m", 2).await;
+    let body = pop_ok(&b, &pop_path(&q, None, "batch=2")).await;
+    ack(&b, &messages(&body)[0], "completed", None).await;
+    let text = prometheus_text(&b).await;
+    let lines = text.lines().map(|l| Ok(l.to_owned()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("valid exposition format");
+    let count = |op: &str| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| {
+                s.metric == "queen_db_op_duration_seconds_count" && s.labels.get("op") == Some(op)
+            })
+            .map(|s| match s.value {
+                prometheus_parse::Value::Untyped(v) | prometheus_parse::Value::Counter(v) => v,
+                _ => f64::NAN,
+            })
+            .unwrap_or_else(|| panic!("no latency of {op} in {text}"))
+    };
+    assert!(count("push") >= 1.0);
+    assert!(count("pop") >= 1.0);
+    assert!(count("ack") >= 1.0);
+    assert!(count("find_queue") >= 1.0);
+}

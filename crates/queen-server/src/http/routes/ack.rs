@@ -12,7 +12,8 @@ use crate::app::AppState;
 use crate::broker::AckRequest;
 use crate::http::body::{opt_str, opt_uuid, parse_object, read_bytes};
 use crate::http::error::ApiError;
-use crate::store::AckItem;
+use crate::http::record_target;
+use crate::store::{AckItem, AckStatus};
 
 /// Reads the fields of one acknowledgement; `messages` are the errors for a
 /// missing transactionId and partitionId.
@@ -29,9 +30,7 @@ pub fn parse_ack_item(
         .ok_or_else(|| ApiError::bad_request(missing_partition))?;
     let partition_id = Uuid::parse_str(partition_id)
         .map_err(|_| ApiError::bad_request("partitionId must be a valid UUID"))?;
-    let status = opt_str(map, "status", "status must be a string")?
-        .unwrap_or("completed")
-        .to_owned();
+    let status = AckStatus::parse(opt_str(map, "status", "status must be a string")?);
     let error = opt_str(map, "error", "error must be a string")?.map(str::to_owned);
     Ok(AckItem {
         partition_id,
@@ -43,6 +42,7 @@ pub fn parse_ack_item(
 }
 
 async fn respond(app: &AppState, req: AckRequest) -> Result<Json<Vec<AckResult>>, ApiError> {
+    record_target(None, None, Some(req.group.as_str()));
     let outcomes = app.broker.ack(&req).await?;
     Ok(Json(
         outcomes
@@ -65,7 +65,7 @@ pub async fn ack(
     State(app): State<AppState>,
     body: Body,
 ) -> Result<Json<Vec<AckResult>>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let item = parse_ack_item(
         &map,
         "transactionId is required",
@@ -90,7 +90,7 @@ pub async fn ack_batch(
     State(app): State<AppState>,
     body: Body,
 ) -> Result<Json<Vec<AckResult>>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let Some(Value::Array(acks)) = map.get("acknowledgments") else {
         return Err(ApiError::bad_request("acknowledgments array is required"));
     };

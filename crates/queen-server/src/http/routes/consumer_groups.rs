@@ -8,8 +8,12 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use chrono::Utc;
+use queen_proto::admin::{
+    ConsumerGroupSummary, FailureBody, GroupDeleted, GroupDetail, GroupPartition, LaggingPartition,
+    PartitionSeek, QueueSeek, SubscriptionUpdated,
+};
 use queen_proto::time::{format_millis, parse_timestamp};
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 
 use super::{partition_name, queue_name};
 use crate::app::AppState;
@@ -26,9 +30,11 @@ fn time_lag_secs(c: &Cursor) -> i64 {
 }
 
 /// `GET /api/v1/consumer-groups`: one element per (group, queue).
-pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<Value>>, ApiError> {
-    let cursors = app.broker.store.cursors(None).await?;
-    let subscriptions = app.broker.store.subscriptions().await?;
+pub async fn list(
+    State(app): State<AppState>,
+) -> Result<Json<Vec<ConsumerGroupSummary>>, ApiError> {
+    let cursors = app.broker.cursors(None).await?;
+    let subscriptions = app.broker.subscriptions().await?;
     let mut groups: BTreeMap<(String, String), Vec<Cursor>> = BTreeMap::new();
     for c in cursors {
         groups
@@ -52,19 +58,19 @@ pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<Value>>, ApiEr
             let sub = subscriptions
                 .iter()
                 .find(|s| s.consumer_group == group && s.queue == queue);
-            json!({
-                "name": group,
-                "topics": [queue],
-                "queueName": queue,
-                "members": members.len(),
-                "partitionsWithLag": lagging,
-                "totalLag": null,
-                "maxTimeLag": max_lag,
-                "state": state,
-                "subscriptionMode": sub.map(|s| s.mode.clone()),
-                "subscriptionTimestamp": sub.map(|s| format_millis(s.timestamp)),
-                "subscriptionCreatedAt": sub.map(|s| format_millis(s.created_at)),
-            })
+            ConsumerGroupSummary {
+                name: group.clone(),
+                topics: vec![queue.clone()],
+                queue_name: queue.clone(),
+                members: members.len(),
+                partitions_with_lag: lagging,
+                total_lag: None,
+                max_time_lag: max_lag,
+                state,
+                subscription_mode: sub.map(|s| s.mode.clone()),
+                subscription_timestamp: sub.map(|s| format_millis(s.timestamp)),
+                subscription_created_at: sub.map(|s| format_millis(s.created_at)),
+            }
         })
         .collect();
     Ok(Json(out))
@@ -74,26 +80,26 @@ pub async fn list(State(app): State<AppState>) -> Result<Json<Vec<Value>>, ApiEr
 pub async fn lagging(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<LaggingPartition>>, ApiError> {
     let min_lag = i64::try_from(query_u64(&q, "minLagSeconds", 3600)).unwrap_or(i64::MAX);
-    let cursors = app.broker.store.cursors(None).await?;
+    let cursors = app.broker.cursors(None).await?;
     let out = cursors
         .iter()
         .filter(|c| c.offset_lag > 0 && time_lag_secs(c) >= min_lag)
         .map(|c| {
             let lag = time_lag_secs(c);
-            json!({
-                "consumer_group": c.consumer_group,
-                "queue_name": c.queue,
-                "partition_name": c.partition,
-                "partition_id": c.partition_id.to_string(),
-                "worker_id": c.lease_holder,
-                "offset_lag": c.offset_lag,
-                "time_lag_seconds": lag,
-                "lag_hours": lag as f64 / 3600.0,
-                "oldest_unconsumed_at": c.oldest_unconsumed_at.map(format_millis),
-                "last_consumed_at": c.last_consumed_at.map(format_millis),
-            })
+            LaggingPartition {
+                consumer_group: c.consumer_group.clone(),
+                queue_name: c.queue.clone(),
+                partition_name: c.partition.clone(),
+                partition_id: c.partition_id.to_string(),
+                worker_id: c.lease_holder.clone(),
+                offset_lag: c.offset_lag,
+                time_lag_seconds: lag,
+                lag_hours: lag as f64 / 3600.0,
+                oldest_unconsumed_at: c.oldest_unconsumed_at.map(format_millis),
+                last_consumed_at: c.last_consumed_at.map(format_millis),
+            }
         })
         .collect();
     Ok(Json(out))
@@ -103,26 +109,25 @@ pub async fn lagging(
 pub async fn detail(
     State(app): State<AppState>,
     Path(group): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let cursors = app.broker.store.cursors(Some(&group)).await?;
-    let mut out = Map::new();
+) -> Result<Json<GroupDetail>, ApiError> {
+    let cursors = app.broker.cursors(Some(&group)).await?;
+    let mut out = GroupDetail::new();
     for c in cursors {
-        let entry = out
-            .entry(c.queue.clone())
-            .or_insert_with(|| json!({"partitions": []}));
-        if let Some(parts) = entry["partitions"].as_array_mut() {
-            parts.push(json!({
-                "partition": c.partition,
-                "workerId": c.lease_holder,
-                "lastConsumedAt": c.last_consumed_at.map(format_millis),
-                "totalConsumed": c.total_consumed,
-                "offsetLag": c.offset_lag,
-                "timeLagSeconds": time_lag_secs(&c),
-                "leaseActive": c.lease_active,
-            }));
-        }
+        let lag = time_lag_secs(&c);
+        out.entry(c.queue)
+            .or_default()
+            .partitions
+            .push(GroupPartition {
+                partition: c.partition,
+                worker_id: c.lease_holder,
+                last_consumed_at: c.last_consumed_at.map(format_millis),
+                total_consumed: c.total_consumed,
+                offset_lag: c.offset_lag,
+                time_lag_seconds: lag,
+                lease_active: c.lease_active,
+            });
     }
-    Ok(Json(Value::Object(out)))
+    Ok(Json(out))
 }
 
 /// `DELETE /api/v1/consumer-groups/:group?deleteMetadata=true`.
@@ -130,7 +135,7 @@ pub async fn delete(
     State(app): State<AppState>,
     Path(group): Path<String>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<GroupDeleted>, ApiError> {
     delete_cursors(&app, group, None, &q).await
 }
 
@@ -139,7 +144,7 @@ pub async fn delete_for_queue(
     State(app): State<AppState>,
     Path((group, queue)): Path<(String, String)>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<GroupDeleted>, ApiError> {
     delete_cursors(&app, group, Some(queue), &q).await
 }
 
@@ -150,25 +155,19 @@ async fn delete_cursors(
     group: String,
     queue: Option<String>,
     q: &Params,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<GroupDeleted>, ApiError> {
     let delete_metadata = query_bool(q, "deleteMetadata", true);
     let deleted = app
         .broker
-        .store
         .delete_consumer_group(&group, queue.as_deref(), delete_metadata)
         .await?;
-    // the group starts over: what this broker knew of its drained partitions is void
-    app.broker.recent.forget_group(queue.as_deref(), &group);
-    let mut body = json!({
-        "success": true,
-        "consumerGroup": group,
-        "deletedPartitions": deleted,
-        "metadataDeleted": delete_metadata,
-    });
-    if let Some(queue) = queue {
-        body["queueName"] = json!(queue);
-    }
-    Ok(Json(body))
+    Ok(Json(GroupDeleted {
+        success: true,
+        consumer_group: group,
+        deleted_partitions: deleted,
+        metadata_deleted: delete_metadata,
+        queue_name: queue,
+    }))
 }
 
 /// `POST /api/v1/consumer-groups/:group/subscription` `{"subscriptionTimestamp": ...}`.
@@ -176,8 +175,8 @@ pub async fn update_subscription(
     State(app): State<AppState>,
     Path(group): Path<String>,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+) -> Result<Json<SubscriptionUpdated>, ApiError> {
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let raw = map
         .get("subscriptionTimestamp")
         .and_then(Value::as_str)
@@ -185,17 +184,13 @@ pub async fn update_subscription(
     let at = parse_timestamp(raw).ok_or_else(|| {
         ApiError::bad_request("subscriptionTimestamp must be an ISO-8601 timestamp")
     })?;
-    let rows = app
-        .broker
-        .store
-        .update_subscription_timestamp(&group, at)
-        .await?;
-    Ok(Json(json!({
-        "success": true,
-        "consumerGroup": group,
-        "newTimestamp": raw,
-        "rowsUpdated": rows,
-    })))
+    let rows = app.broker.update_subscription_timestamp(&group, at).await?;
+    Ok(Json(SubscriptionUpdated {
+        success: true,
+        consumer_group: group,
+        new_timestamp: raw.to_owned(),
+        rows_updated: rows,
+    }))
 }
 
 /// `POST /api/v1/consumer-groups/:group/queues/:queue/seek` `{"toEnd": true}` or `{"timestamp": ...}`.
@@ -203,8 +198,8 @@ pub async fn seek(
     State(app): State<AppState>,
     Path((group, queue)): Path<(String, String)>,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+) -> Result<Json<QueueSeek>, ApiError> {
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let to_end = map.get("toEnd").and_then(Value::as_bool).unwrap_or(false);
     let at = match map.get("timestamp") {
         None | Some(Value::Null) => None,
@@ -220,25 +215,21 @@ pub async fn seek(
         ));
     }
     let name = queue_name(&queue)?;
-    let Some(row) = app.broker.queue(name.as_str()).await? else {
+    let Some(moved) = app
+        .broker
+        .seek_queue(&group, name.as_str(), to_end, at)
+        .await?
+    else {
         return Err(ApiError::not_found("Queue not found"));
     };
-    let moved = app
-        .broker
-        .store
-        .seek(&group, row.id, None, to_end, at)
-        .await?;
-    // a cursor moved back makes drained partitions pending again
-    app.broker.recent.forget_group(Some(name.as_str()), &group);
-    app.broker.waker.notify(name.as_str());
-    Ok(Json(json!({
-        "success": true,
-        "consumerGroup": group,
-        "queueName": queue,
-        "seekToEnd": to_end,
-        "targetTimestamp": at.map(format_millis),
-        "partitionsUpdated": moved.len(),
-    })))
+    Ok(Json(QueueSeek {
+        success: true,
+        consumer_group: group,
+        queue_name: queue,
+        seek_to_end: to_end,
+        target_timestamp: at.map(format_millis),
+        partitions_updated: moved.len(),
+    }))
 }
 
 /// `POST /api/v1/consumer-groups/:group/queues/:queue/partitions/:partition/seek`: to the end.
@@ -251,25 +242,24 @@ pub async fn seek_partition(
     let not_found = || {
         (
             StatusCode::NOT_FOUND,
-            Json(json!({"success": false, "error": "Partition not found"})),
+            Json(FailureBody::new("Partition not found")),
         )
             .into_response()
     };
-    let Some(row) = app.broker.queue(name.as_str()).await? else {
+    let Some(moved) = app
+        .broker
+        .seek_partition_to_end(&group, name.as_str(), part.as_str())
+        .await?
+    else {
         return Ok(not_found());
     };
-    let moved = app
-        .broker
-        .store
-        .seek(&group, row.id, Some(part.as_str()), true, None)
-        .await?;
-    Ok(Json(json!({
-        "success": true,
-        "consumerGroup": group,
-        "queueName": queue,
-        "partitionName": partition,
-        "updated": !moved.is_empty(),
-        "cursorMovedTo": moved.first().map(|(_, offset)| *offset),
-    }))
+    Ok(Json(PartitionSeek {
+        success: true,
+        consumer_group: group,
+        queue_name: queue,
+        partition_name: partition,
+        updated: !moved.is_empty(),
+        cursor_moved_to: moved.first().map(|(_, offset)| *offset),
+    })
     .into_response())
 }

@@ -2,12 +2,11 @@
 
 use axum::extract::{Query, State};
 use axum::Json;
+use queen_proto::admin::{DeadLetterMessage, DeadLetters, Pagination};
 use queen_proto::time::format_millis;
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
 
 use crate::app::AppState;
-use crate::broker::crypto::open;
 use crate::http::body::{query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
 use crate::store::DeadLetterFilter;
@@ -21,7 +20,7 @@ pub fn payload_json(text: String) -> Box<RawValue> {
 pub async fn list(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<DeadLetters>, ApiError> {
     let (limit, offset) = query_page(&q, 100);
     let filter = DeadLetterFilter {
         queue: query_str(&q, "queue").map(str::to_owned),
@@ -32,29 +31,27 @@ pub async fn list(
         limit,
         offset,
     };
-    let (entries, total) = app.broker.store.list_dead_letters(&filter).await?;
-    let messages: Vec<Value> = entries
+    let (entries, total) = app.broker.dead_letters(&filter).await?;
+    let messages = entries
         .into_iter()
-        .map(|d| {
-            json!({
-                "id": d.message_id.to_string(),
-                "transactionId": d.transaction_id,
-                "partitionId": d.partition_id.to_string(),
-                "queue": d.queue,
-                "partition": d.partition,
-                "consumerGroup": d.consumer_group,
-                "errorMessage": d.error_message,
-                "retryCount": d.retry_count,
-                "data": payload_json(open(app.broker.cipher.as_ref(), d.payload)),
-                "producerSub": d.producer_sub,
-                "createdAt": format_millis(d.created_at),
-                "failedAt": format_millis(d.failed_at),
-            })
+        .map(|d| DeadLetterMessage {
+            id: d.message_id.to_string(),
+            transaction_id: d.transaction_id,
+            partition_id: d.partition_id.to_string(),
+            queue: d.queue,
+            partition: d.partition,
+            consumer_group: d.consumer_group,
+            error_message: d.error_message,
+            retry_count: d.retry_count,
+            data: payload_json(d.payload),
+            producer_sub: d.producer_sub,
+            created_at: format_millis(d.created_at),
+            failed_at: format_millis(d.failed_at),
         })
         .collect();
-    Ok(Json(json!({
-        "messages": messages,
-        "pagination": {"limit": limit, "offset": offset},
-        "total": total,
-    })))
+    Ok(Json(DeadLetters {
+        messages,
+        pagination: Pagination { limit, offset },
+        total,
+    }))
 }

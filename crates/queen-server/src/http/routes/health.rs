@@ -2,27 +2,30 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use axum::response::IntoResponse;
 use axum::Json;
-use serde_json::json;
+use queen_proto::status::{Health, HealthWorker, SharedStateFlag};
 
 use crate::app::AppState;
 
-pub async fn health(State(app): State<AppState>) -> impl IntoResponse {
-    let healthy = app.broker.store.is_ready() && app.broker.store.ping().await.is_ok();
+pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Health>) {
+    let healthy = app.broker.health().await.healthy;
     let status = if healthy {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    let body = json!({
-        "status": if healthy { "healthy" } else { "unhealthy" },
-        "database": if healthy { "connected" } else { "disconnected" },
-        "server": "Queen (Rust)",
-        "version": env!("CARGO_PKG_VERSION"),
-        "worker_id": app.broker.config.server_id,
-        "shared_state": { "enabled": false },
-        "queen": { "worker_id": app.broker.config.server_id, "status": "active" },
-    });
+    let worker_id = app.broker.config().server_id.clone();
+    let body = Health {
+        status: if healthy { "healthy" } else { "unhealthy" },
+        database: if healthy { "connected" } else { "disconnected" },
+        server: "Queen (Rust)",
+        version: env!("CARGO_PKG_VERSION"),
+        worker_id: worker_id.clone(),
+        shared_state: SharedStateFlag { enabled: false },
+        queen: HealthWorker {
+            worker_id,
+            status: "active",
+        },
+    };
     (status, Json(body))
 }

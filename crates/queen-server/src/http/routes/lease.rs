@@ -35,7 +35,7 @@ pub async fn extend(
 ) -> Result<(StatusCode, Json<LeaseExtendResult>), ApiError> {
     let lease = Uuid::parse_str(&lease_id)
         .map_err(|_| ApiError::bad_request("leaseId must be a valid UUID"))?;
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let seconds = match map.get("seconds") {
         None | Some(Value::Null) => DEFAULT_EXTEND_SECONDS,
         Some(v) => v

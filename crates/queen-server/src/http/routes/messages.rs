@@ -3,53 +3,63 @@
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use chrono::{Duration, DurationRound, Utc};
+use queen_proto::admin::{
+    BusStatus, ConsumptionMode, MessageDeleted, MessageDetail, MessageGroupState, MessageHead,
+    MessageList, MessageListItem, MessageMode, MessageQueueConfig,
+};
 use queen_proto::time::format_millis;
-use serde_json::{json, Value};
 
 use super::dlq::payload_json;
 use crate::app::AppState;
-use crate::broker::crypto::open;
 use crate::http::body::{path_uuid, query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
 use crate::store::{MessageFilter, MessageSummary};
 
 const STATUSES: [&str; 4] = ["pending", "processing", "completed", "dead_letter"];
 
-fn mode(has_queue_mode: bool, bus_groups: i64) -> Value {
-    let kind = match (has_queue_mode, bus_groups > 0) {
+fn mode_kind(has_queue_mode: bool, bus_groups: i64) -> &'static str {
+    match (has_queue_mode, bus_groups > 0) {
         (true, true) => "hybrid",
         (true, false) => "queue",
         (false, true) => "bus",
         (false, false) => "none",
-    };
-    json!({"hasQueueMode": has_queue_mode, "busGroupsCount": bus_groups, "type": kind})
+    }
 }
 
-fn summary_json(m: &MessageSummary) -> Value {
-    json!({
-        "id": m.message_id.to_string(),
-        "transactionId": m.transaction_id,
-        "partitionId": m.partition_id.to_string(),
-        "queuePath": format!("{}/{}", m.queue, m.partition),
-        "queue": m.queue,
-        "partition": m.partition,
-        "namespace": m.namespace,
-        "task": m.task,
-        "status": m.status,
-        "queueStatus": m.status,
-        "busStatus": {"consumedBy": m.consumed_by, "totalGroups": m.bus_groups},
-        "traceId": m.trace_id.map(|t| t.to_string()),
-        "producerSub": m.producer_sub,
-        "queuePriority": m.priority,
-        "createdAt": format_millis(m.created_at),
-        "leaseExpiresAt": m.lease_expires_at.map(format_millis),
-    })
+fn head(m: &MessageSummary) -> MessageHead {
+    MessageHead {
+        id: m.message_id.to_string(),
+        transaction_id: m.transaction_id.clone(),
+        partition_id: m.partition_id.to_string(),
+        queue_path: format!("{}/{}", m.queue, m.partition),
+        queue: m.queue.clone(),
+        partition: m.partition.clone(),
+        namespace: m.namespace.clone(),
+        task: m.task.clone(),
+        status: m.status.clone(),
+        trace_id: m.trace_id.map(|t| t.to_string()),
+        producer_sub: m.producer_sub.clone(),
+        created_at: format_millis(m.created_at),
+        lease_expires_at: m.lease_expires_at.map(format_millis),
+    }
+}
+
+fn list_item(m: &MessageSummary) -> MessageListItem {
+    MessageListItem {
+        head: head(m),
+        queue_status: m.status.clone(),
+        bus_status: BusStatus {
+            consumed_by: m.consumed_by,
+            total_groups: m.bus_groups,
+        },
+        queue_priority: m.priority,
+    }
 }
 
 pub async fn list(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MessageList>, ApiError> {
     let (limit, offset) = query_page(&q, 200);
     let status = query_str(&q, "status").map(str::to_owned);
     if let Some(s) = &status {
@@ -76,77 +86,79 @@ pub async fn list(
         limit,
         offset,
     };
-    let messages = app.broker.store.list_messages(&filter).await?;
+    let messages = app.broker.messages(&filter).await?;
     let has_queue_mode = messages.iter().any(|m| m.has_queue_mode);
     let bus_groups = messages.iter().map(|m| m.bus_groups).max().unwrap_or(0);
-    Ok(Json(json!({
-        "messages": messages.iter().map(summary_json).collect::<Vec<_>>(),
-        "mode": mode(has_queue_mode, bus_groups),
-    })))
+    Ok(Json(MessageList {
+        messages: messages.iter().map(list_item).collect(),
+        mode: ConsumptionMode {
+            has_queue_mode,
+            bus_groups_count: bus_groups,
+            kind: mode_kind(has_queue_mode, bus_groups),
+        },
+    }))
 }
 
 pub async fn detail(
     State(app): State<AppState>,
     Path((partition_id, transaction_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MessageDetail>, ApiError> {
     let pid = path_uuid(&partition_id, "partitionId")?;
-    let Some(d) = app
-        .broker
-        .store
-        .message_detail(pid, &transaction_id)
-        .await?
-    else {
+    let Some(view) = app.broker.message(pid, &transaction_id).await? else {
         return Err(ApiError::not_found("Message not found"));
     };
+    let d = view.detail;
     let m = &d.summary;
-    let is_encrypted = d.payload.starts_with("{\"encrypted\"") && d.payload.contains("\"authTag\"");
-    let mut body = summary_json(m);
-    let consumed_by_groups: Vec<&str> = d
-        .groups
-        .iter()
-        .filter(|(_, consumed, _)| *consumed)
-        .map(|(g, _, _)| g.as_str())
-        .collect();
-    let extra = json!({
-        "payload": payload_json(open(app.broker.cipher.as_ref(), d.payload.clone())),
-        "isEncrypted": is_encrypted,
-        "errorMessage": d.error_message,
-        "retryCount": d.retry_count,
-        "queueConfig": {
-            "leaseTime": d.lease_time, "retryLimit": d.retry_limit,
-            "retryDelay": d.retry_delay, "ttl": d.ttl, "priority": m.priority,
+    Ok(Json(MessageDetail {
+        head: head(m),
+        payload: payload_json(d.payload.clone()),
+        is_encrypted: view.stored_encrypted,
+        error_message: d.error_message.clone(),
+        retry_count: d.retry_count,
+        queue_config: MessageQueueConfig {
+            lease_time: d.lease_time,
+            retry_limit: d.retry_limit,
+            retry_delay: d.retry_delay,
+            ttl: d.ttl,
+            priority: m.priority,
         },
-        "mode": {
-            "hasQueueMode": m.has_queue_mode, "busGroupsCount": m.bus_groups,
-            "consumedByGroups": consumed_by_groups, "type": mode(m.has_queue_mode, m.bus_groups)["type"],
+        mode: MessageMode {
+            has_queue_mode: m.has_queue_mode,
+            bus_groups_count: m.bus_groups,
+            consumed_by_groups: d
+                .groups
+                .iter()
+                .filter(|g| g.consumed)
+                .map(|g| g.group.clone())
+                .collect(),
+            kind: mode_kind(m.has_queue_mode, m.bus_groups),
         },
-        "consumerGroups": d.groups.iter().map(|(name, consumed, lease)| json!({
-            "name": name, "consumed": consumed, "leaseExpiresAt": lease.map(format_millis),
-        })).collect::<Vec<_>>(),
-    });
-    if let (Some(b), Some(e)) = (body.as_object_mut(), extra.as_object()) {
-        b.extend(e.clone());
-        b.remove("queueStatus");
-        b.remove("busStatus");
-        b.remove("queuePriority");
-    }
-    Ok(Json(body))
+        consumer_groups: d
+            .groups
+            .iter()
+            .map(|g| MessageGroupState {
+                name: g.group.clone(),
+                consumed: g.consumed,
+                lease_expires_at: g.lease_expires_at.map(format_millis),
+            })
+            .collect(),
+    }))
 }
 
 pub async fn delete(
     State(app): State<AppState>,
     Path((partition_id, transaction_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MessageDeleted>, ApiError> {
     let pid = path_uuid(&partition_id, "partitionId")?;
-    let deleted = app
-        .broker
-        .store
-        .delete_message(pid, &transaction_id)
-        .await?;
-    Ok(Json(json!({
-        "success": deleted,
-        "partitionId": partition_id,
-        "transactionId": transaction_id,
-        "message": if deleted { "Message deleted successfully" } else { "Message not found" },
-    })))
+    let deleted = app.broker.delete_message(pid, &transaction_id).await?;
+    Ok(Json(MessageDeleted {
+        success: deleted,
+        partition_id,
+        transaction_id,
+        message: if deleted {
+            "Message deleted successfully"
+        } else {
+            "Message not found"
+        },
+    }))
 }

@@ -6,18 +6,18 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_proto::admin::FailureBody;
 use queen_proto::responses::{PopResponse, PoppedMessage};
 use queen_proto::time::format_micros;
-use serde_json::json;
 use serde_json::value::RawValue;
 
 use super::{consumer_group, partition_name, queue_name};
 use crate::app::AppState;
-use crate::broker::crypto::open;
 use crate::broker::{PopOutcome, PopRequest, PopTarget};
 use crate::config::SubscriptionMode;
 use crate::http::body::{query_bool, query_str, query_u64, Query as Params};
 use crate::http::error::ApiError;
+use crate::http::record_target;
 
 /// Longest accepted long-poll budget (10 minutes); longer requests are clamped.
 const MAX_WAIT_MS: u64 = 600_000;
@@ -60,7 +60,7 @@ pub async fn pop_namespace(
 }
 
 async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, ApiError> {
-    let defaults = &app.broker.config.pop;
+    let defaults = &app.broker.config().pop;
     let wait = query_bool(q, "wait", false);
     let timeout_ms = query_u64(q, "timeout", defaults.default_timeout.as_millis() as u64);
     let req = PopRequest {
@@ -77,12 +77,17 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
         ),
         subscription_from: query_str(q, "subscriptionFrom").map(str::to_owned),
     };
+    if let PopTarget::Queue { queue, partition } = &req.target {
+        record_target(
+            Some(queue.as_str()),
+            partition.as_ref().map(|p| p.as_str()),
+            Some(req.group.as_str()),
+        );
+    }
     match app.broker.pop(&req).await? {
         PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
-        PopOutcome::Failed(e) => {
-            tracing::debug!(error = %e, "pop failed");
-            Ok(Json(json!({"success": false, "error": "Database unavailable"})).into_response())
-        }
+        // logged by the broker, once per attempt
+        PopOutcome::Failed(_) => Ok(Json(FailureBody::new("Database unavailable")).into_response()),
         PopOutcome::Messages {
             queue,
             messages,
@@ -96,10 +101,12 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
             let messages = messages
                 .into_iter()
                 .map(|m| {
-                    let data = RawValue::from_string(open(app.broker.cipher.as_ref(), m.payload))
-                        .map_err(|e| {
+                    let data = RawValue::from_string(m.payload).map_err(|e| {
                         tracing::error!(error = %e, "stored payload is not JSON");
-                        ApiError::from(crate::store::StoreError::Other(e.to_string()))
+                        ApiError::from(crate::store::StoreError::other(
+                            "stored payload is not JSON",
+                            e,
+                        ))
                     })?;
                     Ok(PoppedMessage {
                         id: m.message_id.to_string(),

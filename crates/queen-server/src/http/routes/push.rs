@@ -19,6 +19,7 @@ use crate::broker::{PushItem, PushOutcome};
 use crate::http::auth::Caller;
 use crate::http::body::read_bytes;
 use crate::http::error::ApiError;
+use crate::http::record_target;
 
 #[derive(Deserialize)]
 struct PushBody<'a> {
@@ -117,7 +118,7 @@ pub async fn push(
     caller: Option<Extension<Caller>>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = read_bytes(body, app.broker.config.max_body_bytes).await?;
+    let bytes = read_bytes(body, app.broker.config().max_body_bytes).await?;
     let parsed: PushBody<'_> = serde_json::from_slice(&bytes).map_err(|e| {
         if e.is_data() {
             ApiError::bad_request("items array is required")
@@ -130,6 +131,11 @@ pub async fn push(
         .ok_or_else(|| ApiError::bad_request("items array is required"))?;
     let mut items = parse_items(items, "null")?;
     stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
+    if let Some(first) = items.first() {
+        if items.iter().all(|i| i.queue == first.queue) {
+            record_target(Some(first.queue.as_str()), None, None);
+        }
+    }
     let outcomes = app.broker.push(items).await?;
     let results: Vec<PushResult> = outcomes
         .into_iter()

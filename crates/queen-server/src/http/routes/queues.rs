@@ -3,19 +3,25 @@
 use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::Json;
+use queen_proto::admin::{Configured, QueueDeleted};
 use queen_proto::QueueOptions;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 use super::queue_name;
 use crate::app::AppState;
 use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
+use crate::http::record_target;
 
-pub async fn configure(State(app): State<AppState>, body: Body) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+pub async fn configure(
+    State(app): State<AppState>,
+    body: Body,
+) -> Result<Json<Configured>, ApiError> {
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let queue = opt_str(&map, "queue", "queue is required")?
         .ok_or_else(|| ApiError::bad_request("queue is required"))?;
     let queue = queue_name(queue)?;
+    record_target(Some(queue.as_str()), None, None);
     let namespace = opt_str(&map, "namespace", "namespace must be a string")?.unwrap_or("");
     let task = opt_str(&map, "task", "task must be a string")?.unwrap_or("");
     let empty = Map::new();
@@ -30,24 +36,27 @@ pub async fn configure(State(app): State<AppState>, body: Body) -> Result<Json<V
         .broker
         .configure(&queue, namespace, task, &options)
         .await?;
-    Ok(Json(json!({
-        "configured": true,
-        "queueId": row.id.to_string(),
-        "partitionId": partition_id.to_string(),
-        "queue": row.name,
-        "namespace": row.namespace,
-        "task": row.task,
-        "options": row.options,
-    })))
+    Ok(Json(Configured {
+        configured: true,
+        queue_id: row.id.to_string(),
+        partition_id: partition_id.to_string(),
+        queue: row.name,
+        namespace: row.namespace,
+        task: row.task,
+        options: row.options,
+    }))
 }
 
 pub async fn delete_queue(
     State(app): State<AppState>,
     Path(queue): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<QueueDeleted>, ApiError> {
     let name = queue_name(&queue)?;
+    record_target(Some(name.as_str()), None, None);
     let existed = app.broker.delete_queue(&name).await?;
-    Ok(Json(
-        json!({"deleted": true, "queue": queue, "existed": existed}),
-    ))
+    Ok(Json(QueueDeleted {
+        deleted: true,
+        queue,
+        existed,
+    }))
 }

@@ -5,8 +5,12 @@ use std::collections::BTreeMap;
 use axum::extract::{Path, State};
 use axum::Json;
 use chrono::Utc;
+use queen_proto::status::{
+    LagSpread, MessageTotals, Namespaces, PartitionResource, PendingCounts, QueueGroupSummary,
+    QueueList, QueueMessageCounts, QueueResource, QueueSummary, ResourcesOverview, Spread, Tasks,
+    Throughput,
+};
 use queen_proto::time::format_millis;
-use serde_json::{json, Value};
 
 use crate::app::AppState;
 use crate::http::error::ApiError;
@@ -24,6 +28,13 @@ pub struct Totals {
 }
 
 impl Totals {
+    /// The totals of `parts` (rows without a partition count nothing).
+    pub fn of<'a>(parts: impl IntoIterator<Item = &'a PartitionStats>) -> Self {
+        let mut t = Self::default();
+        parts.into_iter().for_each(|p| t.add(p));
+        t
+    }
+
     pub fn add(&mut self, s: &PartitionStats) {
         if s.partition_id.is_none() {
             return;
@@ -36,15 +47,23 @@ impl Totals {
         self.partitions += 1;
     }
 
-    pub fn json(&self) -> Value {
-        json!({
-            "total": self.total,
-            "pending": self.pending,
-            "processing": self.processing,
-            "completed": self.completed,
-            "failed": 0,
-            "deadLetter": self.dead_letter,
-        })
+    pub fn messages(&self) -> MessageTotals {
+        MessageTotals {
+            total: self.total,
+            pending: self.pending,
+            processing: self.processing,
+            completed: self.completed,
+            failed: 0,
+            dead_letter: self.dead_letter,
+        }
+    }
+
+    pub fn queue_counts(&self) -> QueueMessageCounts {
+        QueueMessageCounts {
+            total: self.total,
+            pending: self.pending,
+            processing: self.processing,
+        }
     }
 }
 
@@ -60,25 +79,24 @@ pub fn by_queue(rows: &[PartitionStats]) -> Vec<(&PartitionStats, Vec<&Partition
     out
 }
 
-fn stats(values: &mut [i64]) -> Value {
+fn spread(values: &mut [i64]) -> Spread {
     if values.is_empty() {
-        return json!({"avg": 0, "median": 0, "min": 0, "max": 0});
+        return Spread::default();
     }
     values.sort_unstable();
     let sum: i64 = values.iter().sum();
-    json!({
-        "avg": sum / values.len() as i64,
-        "median": values[values.len() / 2],
-        "min": values[0],
-        "max": values[values.len() - 1],
-    })
+    Spread {
+        avg: sum / values.len() as i64,
+        median: values[values.len() / 2],
+        min: values[0],
+        max: values[values.len() - 1],
+    }
 }
 
-pub async fn overview(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
-    let cursors = app.broker.store.cursors(None).await?;
-    let mut totals = Totals::default();
-    rows.iter().for_each(|r| totals.add(r));
+pub async fn overview(State(app): State<AppState>) -> Result<Json<ResourcesOverview>, ApiError> {
+    let rows = app.broker.queue_stats(None).await?;
+    let cursors = app.broker.cursors(None).await?;
+    let totals = Totals::of(&rows);
     let queues = by_queue(&rows);
     let mut namespaces: Vec<&str> = queues.iter().map(|(q, _)| q.namespace.as_str()).collect();
     namespaces.sort_unstable();
@@ -100,94 +118,97 @@ pub async fn overview(State(app): State<AppState>) -> Result<Json<Value>, ApiErr
         .collect();
     let mut offset_lags: Vec<i64> = cursors.iter().map(|c| c.offset_lag).collect();
     let rates = app.broker.rates();
-    Ok(Json(json!({
-        "queues": queues.len(),
-        "partitions": totals.partitions,
-        "namespaces": namespaces.len(),
-        "tasks": tasks.len(),
-        "messages": totals.json(),
-        "lag": {"time": stats(&mut time_lags), "offset": stats(&mut offset_lags)},
-        "throughput": {
-            "ingestedPerSecond": rates.pushed_per_second,
-            "processedPerSecond": rates.acked_per_second,
+    Ok(Json(ResourcesOverview {
+        queues: queues.len(),
+        partitions: totals.partitions,
+        namespaces: namespaces.len(),
+        tasks: tasks.len(),
+        messages: totals.messages(),
+        lag: LagSpread {
+            time: spread(&mut time_lags),
+            offset: spread(&mut offset_lags),
         },
-        "timestamp": format_millis(now),
-        "statsAge": 0,
-    })))
+        throughput: Throughput {
+            ingested_per_second: rates.pushed_per_second,
+            processed_per_second: rates.acked_per_second,
+        },
+        timestamp: format_millis(now),
+        stats_age: 0,
+    }))
 }
 
-fn queue_summary(head: &PartitionStats, parts: &[&PartitionStats]) -> Value {
-    let mut t = Totals::default();
-    parts.iter().for_each(|p| t.add(p));
-    json!({
-        "id": head.queue_id.to_string(),
-        "name": head.queue,
-        "namespace": head.namespace,
-        "task": head.task,
-        "createdAt": format_millis(head.queue_created_at),
-        "partitions": t.partitions,
-        "messages": {"total": t.total, "pending": t.pending, "processing": t.processing},
-    })
+/// A queue of the queue lists.
+pub fn queue_summary(head: &PartitionStats, parts: &[&PartitionStats]) -> QueueSummary {
+    let t = Totals::of(parts.iter().copied());
+    QueueSummary {
+        id: head.queue_id.to_string(),
+        name: head.queue.clone(),
+        namespace: head.namespace.clone(),
+        task: head.task.clone(),
+        created_at: format_millis(head.queue_created_at),
+        partitions: t.partitions,
+        messages: t.queue_counts(),
+    }
 }
 
-pub async fn queues(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
-    let list: Vec<Value> = by_queue(&rows)
-        .iter()
-        .map(|(head, parts)| queue_summary(head, parts))
-        .collect();
-    Ok(Json(json!({ "queues": list })))
+pub async fn queues(State(app): State<AppState>) -> Result<Json<QueueList>, ApiError> {
+    let rows = app.broker.queue_stats(None).await?;
+    Ok(Json(QueueList {
+        queues: by_queue(&rows)
+            .iter()
+            .map(|(head, parts)| queue_summary(head, parts))
+            .collect(),
+    }))
 }
 
-/// The `stats` object of one partition.
-pub fn partition_counts(p: &PartitionStats) -> Value {
-    json!({
-        "total": p.total,
-        "pending": p.pending(),
-        "processing": p.processing,
-        "completed": p.completed,
-        "failed": 0,
-        "deadLetter": p.dead_letter,
-    })
+/// The counts of one partition.
+pub fn partition_counts(p: &PartitionStats) -> MessageTotals {
+    MessageTotals {
+        total: p.total,
+        pending: p.pending(),
+        processing: p.processing,
+        completed: p.completed,
+        failed: 0,
+        dead_letter: p.dead_letter,
+    }
 }
 
 pub async fn queue(
     State(app): State<AppState>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(Some(&name)).await?;
+) -> Result<Json<QueueResource>, ApiError> {
+    let rows = app.broker.queue_stats(Some(&name)).await?;
     let Some((head, parts)) = by_queue(&rows).into_iter().next() else {
         return Err(ApiError::not_found("Queue not found"));
     };
-    let mut totals = Totals::default();
-    let partitions: Vec<Value> = parts
-        .iter()
+    let parts: Vec<&PartitionStats> = parts
+        .into_iter()
         .filter(|p| p.partition_id.is_some())
-        .map(|p| {
-            totals.add(p);
-            json!({
-                "id": p.partition_id.map(|id| id.to_string()),
-                "name": p.partition,
-                "createdAt": p.created_at.map(format_millis),
-                "stats": partition_counts(p),
-                "oldestMessage": p.oldest_message.map(format_millis),
-                "newestMessage": p.newest_message.map(format_millis),
-            })
-        })
         .collect();
-    Ok(Json(json!({
-        "id": head.queue_id.to_string(),
-        "name": head.queue,
-        "namespace": head.namespace,
-        "task": head.task,
-        "createdAt": format_millis(head.queue_created_at),
-        "partitions": partitions,
-        "totals": totals.json(),
-    })))
+    let totals = Totals::of(parts.iter().copied());
+    Ok(Json(QueueResource {
+        id: head.queue_id.to_string(),
+        name: head.queue.clone(),
+        namespace: head.namespace.clone(),
+        task: head.task.clone(),
+        created_at: format_millis(head.queue_created_at),
+        partitions: parts
+            .iter()
+            .map(|p| PartitionResource {
+                id: p.partition_id.map(|id| id.to_string()),
+                name: p.partition.clone(),
+                created_at: p.created_at.map(format_millis),
+                stats: partition_counts(p),
+                oldest_message: p.oldest_message.map(format_millis),
+                newest_message: p.newest_message.map(format_millis),
+            })
+            .collect(),
+        totals: totals.messages(),
+    }))
 }
 
-async fn grouped(app: &AppState, by_task: bool) -> Result<Vec<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
+async fn grouped(app: &AppState, by_task: bool) -> Result<Vec<QueueGroupSummary>, ApiError> {
+    let rows = app.broker.queue_stats(None).await?;
     let mut groups: BTreeMap<String, (i64, Totals)> = BTreeMap::new();
     for (head, parts) in by_queue(&rows) {
         let key = if by_task { &head.task } else { &head.namespace };
@@ -198,24 +219,29 @@ async fn grouped(app: &AppState, by_task: bool) -> Result<Vec<Value>, ApiError> 
         entry.0 += 1;
         parts.iter().for_each(|p| entry.1.add(p));
     }
-    let field = if by_task { "task" } else { "namespace" };
     Ok(groups
         .into_iter()
-        .map(|(key, (queues, t))| {
-            json!({
-                field: key,
-                "queues": queues,
-                "partitions": t.partitions,
-                "messages": {"total": t.total, "pending": t.pending},
-            })
+        .map(|(key, (queues, t))| QueueGroupSummary {
+            namespace: (!by_task).then(|| key.clone()),
+            task: by_task.then_some(key),
+            queues,
+            partitions: t.partitions,
+            messages: PendingCounts {
+                total: t.total,
+                pending: t.pending,
+            },
         })
         .collect())
 }
 
-pub async fn namespaces(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({ "namespaces": grouped(&app, false).await? })))
+pub async fn namespaces(State(app): State<AppState>) -> Result<Json<Namespaces>, ApiError> {
+    Ok(Json(Namespaces {
+        namespaces: grouped(&app, false).await?,
+    }))
 }
 
-pub async fn tasks(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    Ok(Json(json!({ "tasks": grouped(&app, true).await? })))
+pub async fn tasks(State(app): State<AppState>) -> Result<Json<Tasks>, ApiError> {
+    Ok(Json(Tasks {
+        tasks: grouped(&app, true).await?,
+    }))
 }

@@ -3,14 +3,20 @@
 use axum::extract::{Path, Query, State};
 use axum::Json;
 use chrono::{DateTime, Duration, Utc};
+use queen_proto::admin::Pagination;
+use queen_proto::status::{
+    Analytics, Buffers, CursorCounts, DataPoint, DeadLetterCount, LeaseCount, PoolCounts,
+    PostgresStats, StatusMessage, StatusOverview, StatusPartition, StatusQueue, StatusQueueConfig,
+    StatusQueueDetail, StatusQueueInfo, StatusQueueTotals, StatusQueues, SystemMetrics,
+    SystemPoint, ThroughputPoint, TimeRange, WorkerRates,
+};
 use queen_proto::time::format_millis;
-use serde_json::{json, Value};
 
-use super::resources::{by_queue, partition_counts, Totals};
+use super::resources::{by_queue, partition_counts, queue_summary, Totals};
 use crate::app::AppState;
 use crate::http::body::{query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
-use crate::store::MessageFilter;
+use crate::store::{MessageFilter, PoolStatus};
 
 fn window(q: &Params, default: Duration) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
     let to = query_time(q, "to")?.unwrap_or_else(Utc::now);
@@ -21,104 +27,110 @@ fn window(q: &Params, default: Duration) -> Result<(DateTime<Utc>, DateTime<Utc>
     Ok((from, to))
 }
 
+fn worker_rates(app: &AppState) -> WorkerRates {
+    let r = app.broker.rates();
+    WorkerRates {
+        worker_id: app.broker.config().server_id.clone(),
+        pushed_per_second: r.pushed_per_second,
+        popped_per_second: r.popped_per_second,
+        acked_per_second: r.acked_per_second,
+    }
+}
+
+fn pool_counts(pool: PoolStatus) -> PoolCounts {
+    PoolCounts {
+        size: pool.max_size,
+        open: pool.open,
+        idle: pool.idle,
+        waiting: pool.waiting,
+    }
+}
+
 pub async fn overview(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StatusOverview>, ApiError> {
     let (from, to) = window(&q, Duration::hours(1))?;
     let queue = query_str(&q, "queue");
-    let points = app
-        .broker
-        .store
-        .ingested_per_minute(from, to, queue)
-        .await?;
-    let rows = app.broker.store.partition_stats(queue).await?;
-    let mut totals = Totals::default();
-    rows.iter().for_each(|r| totals.add(r));
-    let rates = app.broker.rates();
-    let throughput: Vec<Value> = points
+    let points = app.broker.ingested_per_minute(from, to, queue).await?;
+    let rows = app.broker.queue_stats(queue).await?;
+    let totals = Totals::of(&rows);
+    let throughput: Vec<ThroughputPoint> = points
         .iter()
-        .map(|(minute, n)| {
-            json!({
-                "timestamp": format_millis(*minute),
-                "ingested": n,
-                "processed": 0,
-                "ingestedPerSecond": *n as f64 / 60.0,
-                "processedPerSecond": 0,
-            })
+        .map(|(minute, n)| ThroughputPoint {
+            timestamp: format_millis(*minute),
+            ingested: *n,
+            processed: 0,
+            ingested_per_second: *n as f64 / 60.0,
+            processed_per_second: 0,
         })
         .collect();
-    let queues: Vec<Value> = by_queue(&rows)
+    let queues = by_queue(&rows)
         .iter()
-        .map(|(head, parts)| {
-            let mut t = Totals::default();
-            parts.iter().for_each(|p| t.add(p));
-            json!({"id": head.queue_id.to_string(), "name": head.queue, "namespace": head.namespace,
-                   "task": head.task, "partitions": t.partitions, "messages": t.json()})
+        .map(|(head, parts)| StatusQueue {
+            id: head.queue_id.to_string(),
+            name: head.queue.clone(),
+            namespace: head.namespace.clone(),
+            task: head.task.clone(),
+            partitions: Totals::of(parts.iter().copied()).partitions,
+            messages: Totals::of(parts.iter().copied()).messages(),
         })
         .collect();
-    Ok(Json(json!({
-        "timeRange": {"from": format_millis(from), "to": format_millis(to)},
-        "bucketMinutes": 1,
-        "pointCount": throughput.len(),
-        "throughput": throughput,
-        "queues": queues,
-        "messages": totals.json(),
-        "leases": {"active": totals.processing},
-        "deadLetterQueue": {"totalMessages": totals.dead_letter},
-        "workers": [{
-            "workerId": app.broker.config.server_id,
-            "pushedPerSecond": rates.pushed_per_second,
-            "poppedPerSecond": rates.popped_per_second,
-            "ackedPerSecond": rates.acked_per_second,
-        }],
-        "errors": {},
-        "statsAge": 0,
-    })))
+    Ok(Json(StatusOverview {
+        time_range: TimeRange {
+            from: format_millis(from),
+            to: format_millis(to),
+        },
+        bucket_minutes: 1,
+        point_count: throughput.len(),
+        throughput,
+        queues,
+        messages: totals.messages(),
+        leases: LeaseCount {
+            active: totals.processing,
+        },
+        dead_letter_queue: DeadLetterCount {
+            total_messages: totals.dead_letter,
+        },
+        workers: vec![worker_rates(&app)],
+        errors: Default::default(),
+        stats_age: 0,
+    }))
 }
 
 pub async fn queues(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StatusQueues>, ApiError> {
     let (limit, offset) = query_page(&q, 100);
     let namespace = query_str(&q, "namespace");
     let task = query_str(&q, "task");
-    let rows = app.broker.store.partition_stats(None).await?;
-    let list: Vec<Value> = by_queue(&rows)
+    let rows = app.broker.queue_stats(None).await?;
+    let list = by_queue(&rows)
         .into_iter()
         .filter(|(h, _)| namespace.is_none_or(|n| h.namespace == n))
         .filter(|(h, _)| task.is_none_or(|t| h.task == t))
         .skip(offset as usize)
         .take(limit as usize)
-        .map(|(head, parts)| {
-            let mut t = Totals::default();
-            parts.iter().for_each(|p| t.add(p));
-            json!({
-                "id": head.queue_id.to_string(), "name": head.queue, "namespace": head.namespace,
-                "task": head.task, "createdAt": format_millis(head.queue_created_at),
-                "partitions": t.partitions,
-                "messages": {"total": t.total, "pending": t.pending, "processing": t.processing},
-            })
-        })
+        .map(|(head, parts)| queue_summary(head, &parts))
         .collect();
-    Ok(Json(json!({
-        "queues": list,
-        "pagination": {"limit": limit, "offset": offset},
-    })))
+    Ok(Json(StatusQueues {
+        queues: list,
+        pagination: Pagination { limit, offset },
+    }))
 }
 
 pub async fn queue(
     State(app): State<AppState>,
     Path(name): Path<String>,
-) -> Result<Json<Value>, ApiError> {
-    let Some(config) = app.broker.queue(&name).await? else {
+) -> Result<Json<StatusQueueDetail>, ApiError> {
+    let Some(config) = app.broker.queue_config(&name).await? else {
         return Err(ApiError::not_found("Queue not found"));
     };
-    let rows = app.broker.store.partition_stats(Some(&name)).await?;
-    let cursors = app.broker.store.cursors(None).await?;
+    let rows = app.broker.queue_stats(Some(&name)).await?;
+    let cursors = app.broker.cursors(None).await?;
     let mut totals = Totals::default();
-    let partitions: Vec<Value> = rows
+    let partitions = rows
         .iter()
         .filter(|p| p.partition_id.is_some())
         .map(|p| {
@@ -132,41 +144,53 @@ pub async fn queue(
                         b + i64::from(c.last_consumed_at.is_some()),
                     )
                 });
-            json!({
-                "id": p.partition_id.map(|id| id.to_string()),
-                "name": p.partition,
-                "createdAt": p.created_at.map(format_millis),
-                "messages": partition_counts(p),
-                "stats": partition_counts(p),
-                "cursor": {"totalConsumed": consumed, "batchesConsumed": batches},
-                "lastActivity": p.last_consumed_at.or(p.newest_message).map(format_millis),
-                "oldestMessage": p.oldest_message.map(format_millis),
-                "newestMessage": p.newest_message.map(format_millis),
-            })
+            StatusPartition {
+                id: p.partition_id.map(|id| id.to_string()),
+                name: p.partition.clone(),
+                created_at: p.created_at.map(format_millis),
+                messages: partition_counts(p),
+                stats: partition_counts(p),
+                cursor: CursorCounts {
+                    total_consumed: consumed,
+                    batches_consumed: batches,
+                },
+                last_activity: p.last_consumed_at.or(p.newest_message).map(format_millis),
+                oldest_message: p.oldest_message.map(format_millis),
+                newest_message: p.newest_message.map(format_millis),
+            }
         })
         .collect();
-    let mut total_json = totals.json();
-    total_json["messages"] = totals.json();
     let o = &config.options;
-    Ok(Json(json!({
-        "queue": {
-            "id": config.id.to_string(), "name": config.name, "namespace": config.namespace,
-            "task": config.task, "priority": o.priority, "createdAt": format_millis(config.created_at),
-            "config": {
-                "leaseTime": o.lease_time, "retryLimit": o.retry_limit, "retryDelay": o.retry_delay,
-                "ttl": o.ttl, "maxQueueSize": o.max_size, "deadLetterQueue": o.dead_letter_queue,
+    Ok(Json(StatusQueueDetail {
+        queue: StatusQueueInfo {
+            id: config.id.to_string(),
+            name: config.name.clone(),
+            namespace: config.namespace.clone(),
+            task: config.task.clone(),
+            priority: o.priority,
+            created_at: format_millis(config.created_at),
+            config: StatusQueueConfig {
+                lease_time: o.lease_time,
+                retry_limit: o.retry_limit,
+                retry_delay: o.retry_delay,
+                ttl: o.ttl,
+                max_queue_size: o.max_size,
+                dead_letter_queue: o.dead_letter_queue,
             },
         },
-        "partitions": partitions,
-        "totals": total_json,
-    })))
+        partitions,
+        totals: StatusQueueTotals {
+            totals: totals.messages(),
+            messages: totals.messages(),
+        },
+    }))
 }
 
 pub async fn queue_messages(
     State(app): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<Params>,
-) -> Result<Json<Vec<Value>>, ApiError> {
+) -> Result<Json<Vec<StatusMessage>>, ApiError> {
     let (limit, offset) = query_page(&q, 50);
     let filter = MessageFilter {
         queue: Some(name),
@@ -176,18 +200,19 @@ pub async fn queue_messages(
         offset,
         ..MessageFilter::default()
     };
-    let messages = app.broker.store.list_messages(&filter).await?;
+    let messages = app.broker.messages(&filter).await?;
     Ok(Json(
         messages
-            .iter()
-            .map(|m| {
-                json!({
-                    "id": m.message_id.to_string(), "transactionId": m.transaction_id,
-                    "partitionId": m.partition_id.to_string(),
-                    "queuePath": format!("{}/{}", m.queue, m.partition), "queue": m.queue,
-                    "partition": m.partition, "status": m.status,
-                    "createdAt": format_millis(m.created_at),
-                })
+            .into_iter()
+            .map(|m| StatusMessage {
+                id: m.message_id.to_string(),
+                transaction_id: m.transaction_id,
+                partition_id: m.partition_id.to_string(),
+                queue_path: format!("{}/{}", m.queue, m.partition),
+                queue: m.queue,
+                partition: m.partition,
+                status: m.status,
+                created_at: format_millis(m.created_at),
             })
             .collect(),
     ))
@@ -196,7 +221,7 @@ pub async fn queue_messages(
 pub async fn analytics(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Analytics>, ApiError> {
     let (from, to) = window(&q, Duration::hours(24))?;
     let interval = query_str(&q, "interval").unwrap_or("hour");
     if !matches!(interval, "minute" | "hour" | "day") {
@@ -206,7 +231,6 @@ pub async fn analytics(
     }
     let minutes = app
         .broker
-        .store
         .ingested_per_minute(from, to, query_str(&q, "queue"))
         .await?;
     let bucket = match interval {
@@ -223,49 +247,48 @@ pub async fn analytics(
             _ => points.push((start, n)),
         }
     }
-    Ok(Json(json!({
-        "dataPoints": points.iter().map(|(t, n)| json!({"timestamp": format_millis(*t), "messages": n})).collect::<Vec<_>>(),
-        "interval": interval,
-        "from": format_millis(from),
-        "to": format_millis(to),
-    })))
+    Ok(Json(Analytics {
+        data_points: points
+            .iter()
+            .map(|(t, n)| DataPoint {
+                timestamp: format_millis(*t),
+                messages: *n,
+            })
+            .collect(),
+        interval: interval.to_owned(),
+        from: format_millis(from),
+        to: format_millis(to),
+    }))
 }
 
-pub async fn buffers(State(app): State<AppState>) -> Json<Value> {
-    let healthy = app.broker.store.ping().await.is_ok();
-    let spool = app.broker.spool.stats();
-    Json(json!({
-        "pending": spool.records,
-        "failed": spool.failed,
-        "dbHealthy": healthy,
-        "worker": app.broker.config.server_id,
-    }))
+pub async fn buffers(State(app): State<AppState>) -> Json<Buffers> {
+    let healthy = app.broker.database_answers().await;
+    let spool = app.broker.spool_status().stats;
+    Json(Buffers {
+        pending: spool.records,
+        failed: spool.failed,
+        db_healthy: healthy,
+        worker: app.broker.config().server_id.clone(),
+    })
 }
 
 /// `/api/v1/analytics/*`: dashboard charts from this replica's live numbers.
-pub async fn system_metrics(State(app): State<AppState>) -> Json<Value> {
-    let r = app.broker.rates();
-    let pool = app.broker.store.pool_status();
-    Json(json!({
-        "points": [{
-            "timestamp": format_millis(Utc::now()),
-            "workerId": app.broker.config.server_id,
-            "pushedPerSecond": r.pushed_per_second,
-            "poppedPerSecond": r.popped_per_second,
-            "ackedPerSecond": r.acked_per_second,
-            "dbPool": {"size": pool.max_size, "open": pool.open, "idle": pool.idle, "waiting": pool.waiting},
-        }]
-    }))
+pub async fn system_metrics(State(app): State<AppState>) -> Json<SystemMetrics> {
+    Json(SystemMetrics {
+        points: vec![SystemPoint {
+            timestamp: format_millis(Utc::now()),
+            rates: worker_rates(&app),
+            db_pool: pool_counts(app.broker.pool_status()),
+        }],
+    })
 }
 
-pub async fn postgres_stats(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let rows = app.broker.store.partition_stats(None).await?;
-    let mut totals = Totals::default();
-    rows.iter().for_each(|r| totals.add(r));
-    let pool = app.broker.store.pool_status();
-    Ok(Json(json!({
-        "pool": {"size": pool.max_size, "open": pool.open, "idle": pool.idle, "waiting": pool.waiting},
-        "messages": totals.json(),
-        "partitions": totals.partitions,
-    })))
+pub async fn postgres_stats(State(app): State<AppState>) -> Result<Json<PostgresStats>, ApiError> {
+    let rows = app.broker.queue_stats(None).await?;
+    let totals = Totals::of(&rows);
+    Ok(Json(PostgresStats {
+        pool: pool_counts(app.broker.pool_status()),
+        messages: totals.messages(),
+        partitions: totals.partitions,
+    }))
 }

@@ -1,96 +1,109 @@
-//! Maintenance modes, shared state, stats refresh.
+//! Maintenance modes and stats refresh.
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::Json;
-use serde_json::{json, Value};
+use queen_proto::mesh::MaintenanceKind;
+use queen_proto::status::{BufferStats, PopMaintenance, PushMaintenance, StatsRefreshed};
+use serde_json::Value;
 
 use crate::app::AppState;
 use crate::http::body::{parse_object, read_bytes};
 use crate::http::error::ApiError;
 
 async fn enabled_from(app: &AppState, body: Body) -> Result<bool, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     map.get("enabled")
         .and_then(Value::as_bool)
         .ok_or_else(|| ApiError::bad_request("enabled (boolean) is required"))
 }
 
-fn push_state(app: &AppState) -> Value {
-    let spool = &app.broker.spool;
-    let s = spool.stats();
-    json!({
-        "maintenanceMode": app.broker.flags.push_maintenance(),
-        "popMaintenanceMode": app.broker.flags.pop_maintenance(),
-        "bufferedMessages": s.records,
-        "bufferHealthy": spool.is_healthy(),
-        "bufferStats": {
-            "pending": s.records,
-            "failed": s.failed,
-            "bytes": s.bytes,
-            "maxBytes": s.max_bytes,
-            "segments": s.segments,
-            "drained": s.drained_total,
-            "writable": s.healthy,
-            "databaseReachable": !spool.outage.is_down(),
-            "directory": spool.dir().display().to_string(),
+fn push_state(app: &AppState, message: Option<&'static str>) -> PushMaintenance {
+    let spool = app.broker.spool_status();
+    let s = &spool.stats;
+    PushMaintenance {
+        maintenance_mode: app.broker.maintenance(MaintenanceKind::Push),
+        pop_maintenance_mode: app.broker.maintenance(MaintenanceKind::Pop),
+        buffered_messages: s.records,
+        buffer_healthy: spool.healthy,
+        buffer_stats: BufferStats {
+            pending: s.records,
+            failed: s.failed,
+            bytes: s.bytes,
+            max_bytes: s.max_bytes,
+            segments: s.segments,
+            drained: s.drained_total,
+            writable: s.healthy,
+            database_reachable: spool.database_reachable,
+            directory: spool.directory.display().to_string(),
         },
-    })
+        message,
+    }
 }
 
-pub async fn get_maintenance(State(app): State<AppState>) -> Json<Value> {
+pub async fn get_maintenance(State(app): State<AppState>) -> Json<PushMaintenance> {
     // while PostgreSQL is away the cached flags answer: the spool numbers matter most then
     if let Err(e) = app.broker.reconcile().await {
         tracing::debug!(error = %e, "maintenance flags not re-read");
     }
-    Json(push_state(&app))
+    Json(push_state(&app, None))
 }
 
 pub async fn set_maintenance(
     State(app): State<AppState>,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PushMaintenance>, ApiError> {
     let enabled = enabled_from(&app, body).await?;
-    app.broker.set_maintenance(false, enabled).await?;
-    if !enabled {
-        // replay what maintenance mode spooled, now rather than at the next tick
-        app.broker.spool.kick.notify_one();
-    }
-    let mut state = push_state(&app);
-    state["message"] = json!(if enabled {
-        "Push maintenance mode enabled: pushes are written to the disk spool"
-    } else {
-        "Push maintenance mode disabled: spooled pushes are being replayed"
-    });
-    Ok(Json(state))
+    app.broker
+        .set_maintenance(MaintenanceKind::Push, enabled)
+        .await?;
+    Ok(Json(push_state(
+        &app,
+        Some(if enabled {
+            "Push maintenance mode enabled: pushes are written to the disk spool"
+        } else {
+            "Push maintenance mode disabled: spooled pushes are being replayed"
+        }),
+    )))
 }
 
-pub async fn get_pop_maintenance(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
+pub async fn get_pop_maintenance(
+    State(app): State<AppState>,
+) -> Result<Json<PopMaintenance>, ApiError> {
     app.broker.reconcile().await?;
-    let on = app.broker.flags.pop_maintenance();
-    Ok(Json(json!({
-        "popMaintenanceMode": on,
-        "message": if on { "Pop maintenance mode is on" } else { "Pop maintenance mode is off" },
-    })))
+    let on = app.broker.maintenance(MaintenanceKind::Pop);
+    Ok(Json(PopMaintenance {
+        pop_maintenance_mode: on,
+        message: if on {
+            "Pop maintenance mode is on"
+        } else {
+            "Pop maintenance mode is off"
+        },
+    }))
 }
 
 pub async fn set_pop_maintenance(
     State(app): State<AppState>,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<PopMaintenance>, ApiError> {
     let enabled = enabled_from(&app, body).await?;
-    app.broker.set_maintenance(true, enabled).await?;
-    Ok(Json(json!({
-        "popMaintenanceMode": enabled,
-        "message": if enabled {
+    app.broker
+        .set_maintenance(MaintenanceKind::Pop, enabled)
+        .await?;
+    Ok(Json(PopMaintenance {
+        pop_maintenance_mode: enabled,
+        message: if enabled {
             "Pop maintenance mode enabled: pops answer empty"
         } else {
             "Pop maintenance mode disabled"
         },
-    })))
+    }))
 }
 
-pub async fn stats_refresh() -> Json<Value> {
+pub async fn stats_refresh() -> Json<StatsRefreshed> {
     // statistics are computed on read; there is nothing to refresh
-    Json(json!({"success": true, "message": "Statistics are computed on read"}))
+    Json(StatsRefreshed {
+        success: true,
+        message: "Statistics are computed on read",
+    })
 }

@@ -5,22 +5,25 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use queen_proto::admin::{
+    FailureBody, MessageTraces, NamedTraceEvent, Pagination, TraceCreated, TraceEvent,
+    TraceNameCount, TraceNames, TracesByName,
+};
 use queen_proto::time::format_millis;
-use serde_json::{json, Value};
+use serde_json::Value;
 use uuid::Uuid;
 
 use super::consumer_group;
 use super::dlq::payload_json;
 use crate::app::AppState;
-use crate::broker::crypto::{open, PayloadCipher};
 use crate::http::body::{
     opt_str, parse_object, path_uuid, query_page, read_bytes, Query as Params,
 };
 use crate::http::error::ApiError;
-use crate::store::Trace;
+use crate::store::{NewTrace, Trace};
 
 pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     let missing = "transactionId and partitionId are required";
     let transaction_id = opt_str(&map, "transactionId", missing)?
         .filter(|s| !s.is_empty())
@@ -59,113 +62,103 @@ pub async fn create(State(app): State<AppState>, body: Body) -> Result<Response,
     let id = Uuid::now_v7();
     let stored = app
         .broker
-        .store
-        .insert_trace(
+        .record_trace(&NewTrace {
             id,
             partition_id,
             transaction_id,
-            group.as_str(),
+            consumer_group: group.as_str(),
             event_type,
-            &data,
-            &names,
-            &app.broker.config.server_id,
-        )
+            data: &data,
+            names: &names,
+            worker_id: &app.broker.config().server_id,
+        })
         .await?;
     if !stored {
         // the contract's (odd) status for an unknown message; clients ignore trace failures
         return Ok((
             StatusCode::INTERNAL_SERVER_ERROR,
-            Json(json!({"success": false, "error": "Message not found"})),
+            Json(FailureBody::new("Message not found")),
         )
             .into_response());
     }
     Ok((
         StatusCode::CREATED,
-        Json(json!({"success": true, "traceId": id.to_string()})),
+        Json(TraceCreated {
+            success: true,
+            trace_id: id.to_string(),
+        }),
     )
         .into_response())
 }
 
-fn trace_json(t: Trace, with_message: bool, cipher: Option<&PayloadCipher>) -> Value {
-    let data: Value = serde_json::from_str(&t.data).unwrap_or(Value::Null);
-    let mut v = json!({
-        "id": t.id.to_string(),
-        "event_type": t.event_type,
-        "data": data,
-        "consumer_group": t.consumer_group,
-        "worker_id": t.worker_id,
-        "created_at": format_millis(t.created_at),
-        "trace_names": t.trace_names,
-    });
-    if with_message {
-        v["transaction_id"] = json!(t.transaction_id);
-        v["partition_id"] = json!(t.partition_id.to_string());
-        v["queue_name"] = json!(t.queue);
-        v["partition_name"] = json!(t.partition);
-        v["message_payload"] = json!(t.message_payload.map(|p| payload_json(open(cipher, p))));
+fn trace_event(t: &Trace) -> TraceEvent {
+    TraceEvent {
+        id: t.id.to_string(),
+        event_type: t.event_type.clone(),
+        data: serde_json::from_str(&t.data).unwrap_or(Value::Null),
+        consumer_group: t.consumer_group.clone(),
+        worker_id: t.worker_id.clone(),
+        created_at: format_millis(t.created_at),
+        trace_names: t.trace_names.clone(),
     }
-    v
 }
 
 pub async fn of_message(
     State(app): State<AppState>,
     Path((partition_id, transaction_id)): Path<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<MessageTraces>, ApiError> {
     let partition_id = path_uuid(&partition_id, "partitionId")?;
     let traces = app
         .broker
-        .store
         .traces_of_message(partition_id, &transaction_id)
         .await?;
-    let traces: Vec<Value> = traces
-        .into_iter()
-        .map(|t| trace_json(t, false, None))
-        .collect();
-    Ok(Json(json!({ "traces": traces })))
+    Ok(Json(MessageTraces {
+        traces: traces.iter().map(trace_event).collect(),
+    }))
 }
 
 pub async fn by_name(
     State(app): State<AppState>,
     Path(name): Path<String>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TracesByName>, ApiError> {
     let (limit, offset) = query_page(&q, 100);
-    let (traces, total) = app
-        .broker
-        .store
-        .traces_by_name(&name, limit, offset)
-        .await?;
-    let traces: Vec<Value> = traces
+    let (traces, total) = app.broker.traces_by_name(&name, limit, offset).await?;
+    let traces = traces
         .into_iter()
-        .map(|t| trace_json(t, true, app.broker.cipher.as_ref()))
+        .map(|t| NamedTraceEvent {
+            event: trace_event(&t),
+            transaction_id: t.transaction_id,
+            partition_id: t.partition_id.to_string(),
+            queue_name: t.queue,
+            partition_name: t.partition,
+            message_payload: t.message_payload.map(payload_json),
+        })
         .collect();
-    Ok(Json(json!({
-        "traces": traces,
-        "total": total,
-        "pagination": {"limit": limit, "offset": offset},
-    })))
+    Ok(Json(TracesByName {
+        traces,
+        total,
+        pagination: Pagination { limit, offset },
+    }))
 }
 
 pub async fn names(
     State(app): State<AppState>,
     Query(q): Query<Params>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TraceNames>, ApiError> {
     let (limit, offset) = query_page(&q, 50);
-    let (names, total) = app.broker.store.trace_names(limit, offset).await?;
-    let names: Vec<Value> = names
-        .into_iter()
-        .map(|n| {
-            json!({
-                "trace_name": n.name,
-                "trace_count": n.trace_count,
-                "message_count": n.message_count,
-                "last_seen": format_millis(n.last_seen),
+    let (names, total) = app.broker.trace_names(limit, offset).await?;
+    Ok(Json(TraceNames {
+        trace_names: names
+            .into_iter()
+            .map(|n| TraceNameCount {
+                trace_name: n.name,
+                trace_count: n.trace_count,
+                message_count: n.message_count,
+                last_seen: format_millis(n.last_seen),
             })
-        })
-        .collect();
-    Ok(Json(json!({
-        "trace_names": names,
-        "total": total,
-        "pagination": {"limit": limit, "offset": offset},
-    })))
+            .collect(),
+        total,
+        pagination: Pagination { limit, offset },
+    }))
 }

@@ -3,8 +3,9 @@
 use axum::body::Body;
 use axum::extract::State;
 use axum::Json;
+use queen_proto::admin::{TransactionEntry, TransactionResponse};
 use serde_json::value::RawValue;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::ack::parse_ack_item;
 use super::consumer_group;
@@ -13,14 +14,14 @@ use crate::app::AppState;
 use crate::broker::TxOp;
 use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
-use crate::store::TxOutcome;
+use crate::store::{AckStatus, TxOutcome};
 
 pub async fn transaction(
     State(app): State<AppState>,
     caller: Option<axum::Extension<crate::http::auth::Caller>>,
     body: Body,
-) -> Result<Json<Value>, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config.max_body_bytes).await?)?;
+) -> Result<Json<TransactionResponse>, ApiError> {
+    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
     if map.contains_key("kv") || map.contains_key("timers") {
         return Err(ApiError::bad_request(
             "kv/timers operations are not supported",
@@ -53,8 +54,8 @@ pub async fn transaction(
                     "partitionId is required to ensure message uniqueness",
                 )?;
                 if !matches!(
-                    item.status.as_str(),
-                    "completed" | "success" | "failed" | "dlq"
+                    item.status,
+                    AckStatus::Completed | AckStatus::Failed | AckStatus::Dlq
                 ) {
                     return Err(ApiError::bad_request(format!(
                         "Invalid ack status in transaction: {}",
@@ -78,43 +79,52 @@ pub async fn transaction(
     }
     let result = app.broker.transaction(ops).await?;
     let entry = |index: usize, o: &TxOutcome| match o {
-        TxOutcome::Acked(a) => json!({
-            "index": index, "type": "ack", "success": a.success,
-            "transactionId": result.transaction_ids[index], "error": a.error, "dlq": a.dlq,
-        }),
-        TxOutcome::Pushed(p) => json!({
-            "index": index, "type": "push", "success": true,
-            "transactionId": result.transaction_ids[index],
-            "messageId": p.message_id.to_string(), "partitionId": p.partition_id.to_string(),
-            "queueName": result.queues.get(index).cloned().flatten(),
-        }),
+        TxOutcome::Acked(a) => TransactionEntry::Ack {
+            index,
+            kind: "ack",
+            success: a.success,
+            transaction_id: result.transaction_ids[index].clone(),
+            error: a.error.clone(),
+            dlq: a.dlq,
+        },
+        TxOutcome::Pushed(p) => TransactionEntry::Push {
+            index,
+            kind: "push",
+            success: true,
+            transaction_id: result.transaction_ids[index].clone(),
+            message_id: p.message_id.to_string(),
+            partition_id: p.partition_id.to_string(),
+            queue_name: result.queues.get(index).cloned().flatten(),
+        },
     };
-    match &result.failure {
-        None => Ok(Json(json!({
-            "transactionId": result.transaction_id.to_string(),
-            "success": true,
-            "results": result.outcomes.iter().enumerate().map(|(i, o)| entry(i, o)).collect::<Vec<_>>(),
-        }))),
+    let entries = |done: &[TxOutcome]| -> Vec<TransactionEntry> {
+        done.iter().enumerate().map(|(i, o)| entry(i, o)).collect()
+    };
+    let body = match &result.failure {
+        None => TransactionResponse {
+            transaction_id: result.transaction_id.to_string(),
+            success: true,
+            error: None,
+            results: entries(&result.outcomes),
+        },
         Some(f) => {
-            let mut results: Vec<Value> = f
-                .done
-                .iter()
-                .enumerate()
-                .map(|(i, o)| entry(i, o))
-                .collect();
-            results.push(json!({
-                "index": f.failed_at, "success": false,
-                "transactionId": result.transaction_ids.get(f.failed_at), "error": f.message,
-            }));
+            let mut results = entries(&f.done);
+            results.push(TransactionEntry::Failed {
+                index: f.failed_at,
+                success: false,
+                transaction_id: result.transaction_ids.get(f.failed_at).cloned(),
+                error: f.message.clone(),
+            });
             if let Some(e) = &f.store {
                 tracing::warn!(error = %e, "transaction failed");
             }
-            Ok(Json(json!({
-                "transactionId": result.transaction_id.to_string(),
-                "success": false,
-                "error": f.message,
-                "results": results,
-            })))
+            TransactionResponse {
+                transaction_id: result.transaction_id.to_string(),
+                success: false,
+                error: Some(f.message.clone()),
+                results,
+            }
         }
-    }
+    };
+    Ok(Json(body))
 }

@@ -83,7 +83,7 @@ pub(super) async fn apply(client: &mut Client, all: bool) -> Result<usize, Store
             continue;
         }
         tx.batch_execute(file.sql).await.map_err(|e| {
-            StoreError::Other(format!("apply sql/functions/{}.sql: {e}", file.name))
+            StoreError::internal(format!("apply sql/functions/{}.sql: {e}", file.name))
         })?;
         tx.execute(
             "INSERT INTO queen.function_history (name, checksum) VALUES ($1, $2)

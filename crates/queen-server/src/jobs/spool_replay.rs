@@ -1,7 +1,9 @@
-//! The drainer: replays sealed segments into PostgreSQL, oldest first and in
-//! file order, whenever the database is reachable and push maintenance is off.
+//! Spool replay: replays sealed segments of the disk spool into PostgreSQL,
+//! oldest first and in file order, whenever the database is reachable and
+//! push maintenance is off. It also probes the database while it is
+//! considered down and marks it up again.
 //!
-//! Replay goes through [`Broker::append_now`], the same path as a direct push,
+//! Replay goes through [`Broker::replay_spooled`], the same path as a direct push,
 //! with each record's stored transactionId. A batch PostgreSQL committed but
 //! whose progress was not recorded (a crash in between) is replayed again and
 //! answered `duplicate`: nothing is created twice. Records PostgreSQL refuses
@@ -15,10 +17,13 @@ use queen_proto::spool::Record;
 use queen_proto::{PartitionName, QueueName};
 use tokio_util::sync::CancellationToken;
 
-use super::segment::{self, Batch};
-use super::Sealed;
-use crate::broker::{Broker, BrokerError, PushItem, PushOutcome};
-use crate::store::StoreError;
+use queen_proto::mesh::MaintenanceKind;
+
+use crate::backoff::Backoff;
+use crate::broker::{Broker, BrokerError, PushItem};
+use crate::spool::segment::{self, Batch};
+use crate::spool::{Sealed, Spool};
+use crate::store::{Store, StoreError};
 
 /// How often the database is probed while it is considered down.
 const PROBE_INTERVAL: Duration = Duration::from_millis(500);
@@ -42,17 +47,38 @@ struct Stuck {
     attempts: u32,
 }
 
+/// What the replay works with.
+struct Replay<'a> {
+    broker: &'a Broker,
+    spool: &'a Spool,
+}
+
+impl Replay<'_> {
+    fn push_maintenance(&self) -> bool {
+        self.broker.maintenance(MaintenanceKind::Push)
+    }
+}
+
 /// Runs until `shutdown` is cancelled.
-pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
-    let spool = &broker.spool;
+pub(super) async fn run(
+    broker: Arc<Broker>,
+    store: Arc<Store>,
+    spool: Arc<Spool>,
+    shutdown: CancellationToken,
+) {
+    let r = Replay {
+        broker: &broker,
+        spool: &spool,
+    };
     let flush = spool.config().flush_interval;
-    let mut backoff: Option<Duration> = None;
+    let mut retry = Backoff::doubling(flush, MAX_BACKOFF);
+    let mut wait_after_failure: Option<std::time::Duration> = None;
     let mut stuck = Stuck::default();
     loop {
         let wait = if spool.outage.is_down() {
             PROBE_INTERVAL
         } else {
-            backoff.unwrap_or(flush)
+            wait_after_failure.unwrap_or(flush)
         };
         tokio::select! {
             _ = spool.kick.notified() => {}
@@ -60,24 +86,28 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
             _ = shutdown.cancelled() => return,
         }
         if spool.outage.is_down() {
-            if !(broker.store.is_ready() && broker.store.ping().await.is_ok()) {
+            if !(store.is_ready() && store.ping().await.is_ok()) {
                 continue;
             }
             spool.outage.mark_up(spool.stats().records);
         }
-        if broker.flags.push_maintenance() || spool.is_empty() || !broker.store.is_ready() {
+        if r.push_maintenance() || spool.is_empty() || !store.is_ready() {
             continue;
         }
-        match drain(&broker, &shutdown, &mut stuck).await {
-            Ok(()) => backoff = None,
+        match drain(&r, &shutdown, &mut stuck).await {
+            Ok(()) => {
+                retry.reset();
+                wait_after_failure = None;
+            }
             Err(Failure::Unreachable(e)) => {
                 spool.outage.mark_down(&e);
-                backoff = None;
+                retry.reset();
+                wait_after_failure = None;
             }
             Err(Failure::Transient(e)) => {
-                let next = backoff.map_or(flush, |b| (b * 2).min(MAX_BACKOFF));
+                let next = retry.next_delay();
                 tracing::debug!(error = %e, retry_in_ms = next.as_millis() as u64, "spool: replay deferred");
-                backoff = Some(next);
+                wait_after_failure = Some(next);
             }
         }
     }
@@ -85,14 +115,14 @@ pub async fn run(broker: Arc<Broker>, shutdown: CancellationToken) {
 
 /// Replays until the spool is empty, maintenance turns on, or a failure.
 async fn drain(
-    broker: &Broker,
+    r: &Replay<'_>,
     shutdown: &CancellationToken,
     stuck: &mut Stuck,
 ) -> Result<(), Failure> {
-    let spool = &broker.spool;
+    let spool = r.spool;
     let max = spool.config().max_batch;
     loop {
-        if shutdown.is_cancelled() || broker.flags.push_maintenance() {
+        if shutdown.is_cancelled() || r.push_maintenance() {
             return Ok(());
         }
         let Some(seg) = spool.front() else {
@@ -127,7 +157,7 @@ async fn drain(
             }
             continue;
         }
-        replay(broker, seg, &batch, stuck).await?;
+        replay(r, seg, &batch, stuck).await?;
     }
 }
 
@@ -166,34 +196,20 @@ fn judge(e: BrokerError) -> Verdict {
     }
 }
 
-fn replayed(outcomes: &[PushOutcome]) -> u64 {
-    outcomes
-        .iter()
-        .filter(|o| {
-            matches!(
-                o,
-                PushOutcome::Queued { .. } | PushOutcome::Duplicate { .. }
-            )
-        })
-        .count() as u64
-}
-
 /// Replays one batch: all at once, or record by record when something in it is
 /// refused, so one bad record cannot hold back the rest.
 async fn replay(
-    broker: &Broker,
+    r: &Replay<'_>,
     seg: Sealed,
     batch: &Batch,
     stuck: &mut Stuck,
 ) -> Result<(), Failure> {
-    let spool = &broker.spool;
+    let (broker, spool) = (r.broker, r.spool);
     let items: Result<Vec<PushItem>, String> =
         batch.records.iter().map(|(_, r)| to_item(r)).collect();
     if let Ok(items) = items {
-        match broker.append_now(&items).await {
-            Ok(outcomes) => {
-                let n = replayed(&outcomes);
-                broker.metrics.spool_drained.inc_by(n);
+        match broker.replay_spooled(&items).await {
+            Ok(n) => {
                 spool.advance(seg.seq, batch.end, &batch.records, n);
                 return Ok(());
             }
@@ -223,10 +239,8 @@ async fn replay(
                 continue;
             }
         };
-        let reason = match broker.append_now(std::slice::from_ref(&item)).await {
-            Ok(outcomes) => {
-                let n = replayed(&outcomes);
-                broker.metrics.spool_drained.inc_by(n);
+        let reason = match broker.replay_spooled(std::slice::from_ref(&item)).await {
+            Ok(n) => {
                 spool.advance(seg.seq, next, one, n);
                 continue;
             }
@@ -263,6 +277,7 @@ async fn replay(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::DbError;
 
     fn verdict(e: BrokerError) -> &'static str {
         match judge(e) {
@@ -276,19 +291,17 @@ mod tests {
     #[test]
     fn errors_are_sorted_into_retry_and_refuse() {
         let store = |e: StoreError| verdict(BrokerError::Store(e));
-        assert_eq!(store(StoreError::Unavailable("gone".into())), "unreachable");
+        let db = DbError::message;
+        assert_eq!(store(StoreError::Unavailable(db("gone"))), "unreachable");
         assert_eq!(store(StoreError::NotReady), "unreachable");
         assert_eq!(
-            store(StoreError::Other("57014: canceling statement".into())),
+            store(StoreError::Timeout(db("canceling statement"))),
             "unreachable"
         );
-        assert_eq!(store(StoreError::Conflict("deadlock".into())), "transient");
-        assert_eq!(store(StoreError::Rejected("bad".into())), "refuse");
-        assert_eq!(store(StoreError::UniqueViolation("dup".into())), "refuse");
-        assert_eq!(
-            store(StoreError::Other("22021: bad byte".into())),
-            "counted"
-        );
+        assert_eq!(store(StoreError::Conflict(db("deadlock"))), "transient");
+        assert_eq!(store(StoreError::Rejected(db("bad"))), "refuse");
+        assert_eq!(store(StoreError::UniqueViolation(db("dup"))), "refuse");
+        assert_eq!(store(StoreError::Other(db("bad byte"))), "counted");
         assert_eq!(verdict(BrokerError::Invalid("name".into())), "refuse");
     }
 

@@ -1,0 +1,561 @@
+//! Response bodies of the routes that report state: health, metrics,
+//! resources, the dashboard's status and analytics, maintenance modes and the
+//! mesh view. Numbers the reference always answers as `0` are integers here
+//! too (`"processed": 0`, `"statsAge": 0`), rates are floats.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Message counts over a set of partitions.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageTotals {
+    pub total: i64,
+    pub pending: i64,
+    pub processing: i64,
+    pub completed: i64,
+    /// Always 0: failed messages are retried or dead-lettered.
+    pub failed: i64,
+    pub dead_letter: i64,
+}
+
+/// Total, pending and leased messages (queue lists).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct QueueMessageCounts {
+    pub total: i64,
+    pub pending: i64,
+    pub processing: i64,
+}
+
+/// Total and pending messages (namespace and task lists).
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PendingCounts {
+    pub total: i64,
+    pub pending: i64,
+}
+
+/// `GET /health` (snake_case keys, as the reference).
+#[derive(Debug, Clone, Serialize)]
+pub struct Health {
+    pub status: &'static str,
+    pub database: &'static str,
+    pub server: &'static str,
+    pub version: &'static str,
+    pub worker_id: String,
+    pub shared_state: SharedStateFlag,
+    pub queen: HealthWorker,
+}
+
+/// `shared_state` of the health answer.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct SharedStateFlag {
+    pub enabled: bool,
+}
+
+/// `queen` of the health answer.
+#[derive(Debug, Clone, Serialize)]
+pub struct HealthWorker {
+    pub worker_id: String,
+    pub status: &'static str,
+}
+
+/// `GET /metrics`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Metrics {
+    pub uptime: u64,
+    pub requests: RequestMetrics,
+    pub messages: MessageMetrics,
+    pub database: PoolMetrics,
+    pub memory: MemoryMetrics,
+    pub cpu: CpuMetrics,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RequestMetrics {
+    pub total: u64,
+    /// Always 0.
+    pub rate: i64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MessageMetrics {
+    pub total: u64,
+    pub rate: f64,
+    pub popped: u64,
+    pub acked: u64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolMetrics {
+    pub pool_size: usize,
+    pub open_connections: usize,
+    pub idle_connections: usize,
+    pub waiting_requests: usize,
+}
+
+/// Memory of the process; only `rss` is measured, the rest are the
+/// reference's Node.js fields, answered 0.
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryMetrics {
+    pub rss: u64,
+    pub heap_total: i64,
+    pub heap_used: i64,
+    pub external: i64,
+    pub array_buffers: i64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct CpuMetrics {
+    pub user: i64,
+    pub system: i64,
+}
+
+/// `avg`, `median`, `min`, `max` of a set of lags (all 0 when empty).
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct Spread {
+    pub avg: i64,
+    pub median: i64,
+    pub min: i64,
+    pub max: i64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LagSpread {
+    pub time: Spread,
+    pub offset: Spread,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Throughput {
+    pub ingested_per_second: f64,
+    pub processed_per_second: f64,
+}
+
+/// `GET /api/v1/resources/overview`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcesOverview {
+    pub queues: usize,
+    pub partitions: i64,
+    pub namespaces: usize,
+    pub tasks: usize,
+    pub messages: MessageTotals,
+    pub lag: LagSpread,
+    pub throughput: Throughput,
+    pub timestamp: String,
+    pub stats_age: i64,
+}
+
+/// A queue in the queue lists (`/resources/queues`, `/status/queues`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSummary {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub created_at: String,
+    pub partitions: i64,
+    pub messages: QueueMessageCounts,
+}
+
+/// `GET /api/v1/resources/queues`.
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueList {
+    pub queues: Vec<QueueSummary>,
+}
+
+/// A partition in `GET /api/v1/resources/queues/:queue`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PartitionResource {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub created_at: Option<String>,
+    pub stats: MessageTotals,
+    pub oldest_message: Option<String>,
+    pub newest_message: Option<String>,
+}
+
+/// `GET /api/v1/resources/queues/:queue`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueResource {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub created_at: String,
+    pub partitions: Vec<PartitionResource>,
+    pub totals: MessageTotals,
+}
+
+/// A namespace or a task with its queues (`/resources/namespaces`, `/resources/tasks`).
+#[derive(Debug, Clone, Serialize)]
+pub struct QueueGroupSummary {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
+    pub queues: i64,
+    pub partitions: i64,
+    pub messages: PendingCounts,
+}
+
+/// `GET /api/v1/resources/namespaces`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Namespaces {
+    pub namespaces: Vec<QueueGroupSummary>,
+}
+
+/// `GET /api/v1/resources/tasks`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Tasks {
+    pub tasks: Vec<QueueGroupSummary>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimeRange {
+    pub from: String,
+    pub to: String,
+}
+
+/// One minute of `GET /api/v1/status`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ThroughputPoint {
+    pub timestamp: String,
+    pub ingested: i64,
+    /// Always 0: processing is not recorded per minute.
+    pub processed: i64,
+    pub ingested_per_second: f64,
+    pub processed_per_second: i64,
+}
+
+/// A queue in `GET /api/v1/status`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusQueue {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub partitions: i64,
+    pub messages: MessageTotals,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct LeaseCount {
+    pub active: i64,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetterCount {
+    pub total_messages: i64,
+}
+
+/// This replica's rates.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerRates {
+    pub worker_id: String,
+    pub pushed_per_second: f64,
+    pub popped_per_second: f64,
+    pub acked_per_second: f64,
+}
+
+/// `GET /api/v1/status` (and `/analytics/queue-ops`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusOverview {
+    pub time_range: TimeRange,
+    pub bucket_minutes: i64,
+    pub point_count: usize,
+    pub throughput: Vec<ThroughputPoint>,
+    pub queues: Vec<StatusQueue>,
+    pub messages: MessageTotals,
+    pub leases: LeaseCount,
+    pub dead_letter_queue: DeadLetterCount,
+    pub workers: Vec<WorkerRates>,
+    /// Always empty.
+    pub errors: BTreeMap<String, i64>,
+    pub stats_age: i64,
+}
+
+/// `GET /api/v1/status/queues`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusQueues {
+    pub queues: Vec<QueueSummary>,
+    pub pagination: crate::admin::Pagination,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusQueueConfig {
+    pub lease_time: i32,
+    pub retry_limit: i32,
+    pub retry_delay: i32,
+    pub ttl: i32,
+    pub max_queue_size: i32,
+    pub dead_letter_queue: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusQueueInfo {
+    pub id: String,
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub priority: i32,
+    pub created_at: String,
+    pub config: StatusQueueConfig,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CursorCounts {
+    pub total_consumed: i64,
+    pub batches_consumed: i64,
+}
+
+/// A partition in `GET /api/v1/status/queues/:queue`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusPartition {
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub created_at: Option<String>,
+    pub messages: MessageTotals,
+    pub stats: MessageTotals,
+    pub cursor: CursorCounts,
+    pub last_activity: Option<String>,
+    pub oldest_message: Option<String>,
+    pub newest_message: Option<String>,
+}
+
+/// The totals of a queue, with themselves once more under `messages`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct StatusQueueTotals {
+    #[serde(flatten)]
+    pub totals: MessageTotals,
+    pub messages: MessageTotals,
+}
+
+/// `GET /api/v1/status/queues/:queue`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusQueueDetail {
+    pub queue: StatusQueueInfo,
+    pub partitions: Vec<StatusPartition>,
+    pub totals: StatusQueueTotals,
+}
+
+/// A message of `GET /api/v1/status/queues/:queue/messages`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusMessage {
+    pub id: String,
+    pub transaction_id: String,
+    pub partition_id: String,
+    pub queue_path: String,
+    pub queue: String,
+    pub partition: String,
+    pub status: String,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DataPoint {
+    pub timestamp: String,
+    pub messages: i64,
+}
+
+/// `GET /api/v1/status/analytics`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Analytics {
+    pub data_points: Vec<DataPoint>,
+    pub interval: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// `GET /api/v1/status/buffers`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Buffers {
+    pub pending: u64,
+    pub failed: u64,
+    pub db_healthy: bool,
+    pub worker: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PoolCounts {
+    pub size: usize,
+    pub open: usize,
+    pub idle: usize,
+    pub waiting: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SystemPoint {
+    pub timestamp: String,
+    #[serde(flatten)]
+    pub rates: WorkerRates,
+    pub db_pool: PoolCounts,
+}
+
+/// `GET /api/v1/analytics/system-metrics` (and `worker-metrics`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemMetrics {
+    pub points: Vec<SystemPoint>,
+}
+
+/// `GET /api/v1/analytics/postgres-stats`.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct PostgresStats {
+    pub pool: PoolCounts,
+    pub messages: MessageTotals,
+    pub partitions: i64,
+}
+
+/// The disk spool's numbers in the maintenance answers.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BufferStats {
+    pub pending: u64,
+    pub failed: u64,
+    pub bytes: u64,
+    pub max_bytes: u64,
+    pub segments: u64,
+    pub drained: u64,
+    pub writable: bool,
+    pub database_reachable: bool,
+    pub directory: String,
+}
+
+/// `GET/POST /api/v1/system/maintenance`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PushMaintenance {
+    pub maintenance_mode: bool,
+    pub pop_maintenance_mode: bool,
+    pub buffered_messages: u64,
+    pub buffer_healthy: bool,
+    pub buffer_stats: BufferStats,
+    /// Present on the answer to a switch.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<&'static str>,
+}
+
+/// `GET/POST /api/v1/system/maintenance/pop`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PopMaintenance {
+    pub pop_maintenance_mode: bool,
+    pub message: &'static str,
+}
+
+/// `POST /api/v1/stats/refresh`.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatsRefreshed {
+    pub success: bool,
+    pub message: &'static str,
+}
+
+/// A mesh peer as this replica sees it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshPeer {
+    pub addr: String,
+    pub connected: bool,
+    pub sent: u64,
+    pub dropped: u64,
+    pub reconnects: u64,
+    pub last_error: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MeshInbound {
+    pub open: usize,
+    pub accepted: u64,
+    pub rejected: u64,
+    pub frames: u64,
+}
+
+/// `GET /api/v1/system/shared-state`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum SharedState {
+    #[serde(rename_all = "camelCase")]
+    Off {
+        enabled: bool,
+        server_id: String,
+        auth: &'static str,
+        reason: &'static str,
+        peers: Vec<MeshPeer>,
+    },
+    #[serde(rename_all = "camelCase")]
+    On {
+        enabled: bool,
+        server_id: String,
+        auth: &'static str,
+        mesh_port: u16,
+        listening: bool,
+        heartbeat_ms: u64,
+        peers_connected: usize,
+        peers: Vec<MeshPeer>,
+        inbound: MeshInbound,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn zeros_stay_integers_and_rates_floats() {
+        let p = ThroughputPoint {
+            timestamp: "t".into(),
+            ingested: 60,
+            processed: 0,
+            ingested_per_second: 1.0,
+            processed_per_second: 0,
+        };
+        assert_eq!(
+            serde_json::to_string(&p).unwrap(),
+            r#"{"timestamp":"t","ingested":60,"processed":0,"ingestedPerSecond":1.0,"processedPerSecond":0}"#
+        );
+        let totals = StatusQueueTotals {
+            totals: MessageTotals {
+                total: 1,
+                ..MessageTotals::default()
+            },
+            messages: MessageTotals::default(),
+        };
+        let v = serde_json::to_value(totals).unwrap();
+        assert_eq!(v["total"], 1);
+        assert_eq!(v["messages"]["deadLetter"], 0);
+        let tasks = QueueGroupSummary {
+            namespace: None,
+            task: Some("t".into()),
+            queues: 1,
+            partitions: 2,
+            messages: PendingCounts {
+                total: 3,
+                pending: 1,
+            },
+        };
+        assert_eq!(
+            serde_json::to_value(tasks).unwrap(),
+            json!({"task": "t", "queues": 1, "partitions": 2, "messages": {"total": 3, "pending": 1}})
+        );
+    }
+}

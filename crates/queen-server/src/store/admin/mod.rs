@@ -1,0 +1,14 @@
+//! Reads and admin writes of the ADMIN/SECONDARY routes, one file per area:
+//! dead letters, traces, consumer groups, statistics, single messages.
+
+mod dlq;
+mod groups;
+mod messages;
+mod stats;
+mod traces;
+
+pub use dlq::{DeadLetter, DeadLetterFilter};
+pub use groups::{Cursor, Subscription};
+pub use messages::{GroupState, MessageDetail, MessageFilter, MessageSummary};
+pub use stats::PartitionStats;
+pub use traces::{NewTrace, Trace, TraceName};

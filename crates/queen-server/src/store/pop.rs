@@ -1,0 +1,178 @@
+//! Pop: claiming a leased batch with `queen.claim_partition` (one partition)
+//! or `queen.pop_queue` (wildcard, hint list first), and extending leases.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::op::{with_op, DbOp};
+use super::{col, QueueRow, Store, StoreError};
+
+/// What a pop asks for; the queue's own options supply delay, window and lease time.
+#[derive(Debug, Clone)]
+pub struct ClaimRequest<'a> {
+    pub queue: &'a QueueRow,
+    /// `None` for the wildcard route.
+    pub partition: Option<&'a str>,
+    pub group: &'a str,
+    pub batch: i32,
+    pub max_partitions: i32,
+    pub lease_id: Uuid,
+    pub auto_ack: bool,
+    pub subscription_mode: &'a str,
+    pub subscription_from: Option<&'a str>,
+    pub holder: &'a str,
+    /// Wildcard pops: partitions written to lately, tried before the walk.
+    pub hints: &'a [String],
+    /// Wildcard pops: whether the database may walk the queue when the
+    /// hints do not fill the pop.
+    pub walk: bool,
+}
+
+/// What a pop claimed.
+#[derive(Debug, Default)]
+pub struct Claim {
+    pub messages: Vec<ClaimedMessage>,
+    /// Wildcard pops: hinted partitions with nothing past the group's cursor.
+    pub drained_hints: Vec<String>,
+}
+
+/// A message handed out by a pop.
+#[derive(Debug, Clone)]
+pub struct ClaimedMessage {
+    pub partition_id: Uuid,
+    pub partition_name: String,
+    pub offset: i64,
+    pub message_id: Uuid,
+    pub transaction_id: String,
+    pub trace_id: Option<Uuid>,
+    pub payload: String,
+    pub producer_sub: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// The result of a lease extension.
+#[derive(Debug, Clone)]
+pub struct LeaseExtension {
+    pub expires_at: Option<DateTime<Utc>>,
+    pub renewed: i32,
+    /// Why nothing was extended.
+    pub reason: Option<String>,
+}
+
+impl Store {
+    /// Claims messages for a consumer group; see `queen.claim_partition`/`queen.pop_queue`.
+    pub async fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        with_op!(self.db, DbOp::Pop, |client| {
+            let o = &req.queue.options;
+            let rows = match req.partition {
+                Some(partition) => {
+                    let stmt = client
+                            .prepare_cached(
+                                "SELECT pt.id AS partition_id, pt.name AS partition_name, m.*
+                                 FROM queen.partitions pt,
+                                      LATERAL queen.claim_partition(pt.id, $3, pt.name, $4, $5, $6, $7, $8,
+                                                                    $9, $10, pt.name, $11, $12, $13) m
+                                 WHERE pt.queue_id = $1 AND pt.name = $2",
+                            )
+                            .await?;
+                    client
+                        .query(
+                            &stmt,
+                            &[
+                                &req.queue.id,
+                                &partition,
+                                &req.queue.name,
+                                &req.group,
+                                &req.batch,
+                                &req.lease_id,
+                                &o.lease_time,
+                                &req.auto_ack,
+                                &o.delayed_processing,
+                                &o.window_buffer,
+                                &req.subscription_mode,
+                                &req.subscription_from,
+                                &req.holder,
+                            ],
+                        )
+                        .await?
+                }
+                None => {
+                    let stmt = client
+                            .prepare_cached(
+                                "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15)",
+                            )
+                            .await?;
+                    client
+                        .query(
+                            &stmt,
+                            &[
+                                &req.queue.id,
+                                &req.queue.name,
+                                &req.group,
+                                &req.batch,
+                                &req.max_partitions,
+                                &req.lease_id,
+                                &o.lease_time,
+                                &req.auto_ack,
+                                &o.delayed_processing,
+                                &o.window_buffer,
+                                &req.subscription_mode,
+                                &req.subscription_from,
+                                &req.holder,
+                                &req.hints,
+                                &req.walk,
+                            ],
+                        )
+                        .await?
+                }
+            };
+            claim_from_rows(&rows)
+        })
+    }
+
+    /// Extends every unexpired partition lease held under `lease_id`.
+    pub async fn extend_lease(
+        &self,
+        lease_id: Uuid,
+        seconds: i32,
+    ) -> Result<LeaseExtension, StoreError> {
+        with_op!(self.db, DbOp::ExtendLease, |client| {
+            let stmt = client
+                .prepare_cached(
+                    "SELECT expires_at, renewed, reason FROM queen.extend_lease($1, $2)",
+                )
+                .await?;
+            let row = client.query_one(&stmt, &[&lease_id, &seconds]).await?;
+            Ok(LeaseExtension {
+                expires_at: col(&row, "expires_at")?,
+                renewed: col(&row, "renewed")?,
+                reason: col(&row, "reason")?,
+            })
+        })
+    }
+}
+
+/// Messages and, for wildcard pops, the drained-hint marker rows (a
+/// partition name with no offset).
+fn claim_from_rows(rows: &[Row]) -> Result<Claim, StoreError> {
+    let mut claim = Claim::default();
+    for r in rows {
+        let Some(offset) = col::<Option<i64>>(r, "msg_offset")? else {
+            claim.drained_hints.push(col(r, "partition_name")?);
+            continue;
+        };
+        claim.messages.push(ClaimedMessage {
+            partition_id: col(r, "partition_id")?,
+            partition_name: col(r, "partition_name")?,
+            offset,
+            message_id: col(r, "message_id")?,
+            transaction_id: col(r, "transaction_id")?,
+            trace_id: col(r, "trace_id")?,
+            payload: col(r, "payload")?,
+            producer_sub: col(r, "producer_sub")?,
+            created_at: col(r, "created_at")?,
+        });
+    }
+    Ok(claim)
+}

@@ -1,0 +1,174 @@
+//! Push: appending messages with `queen.push_batch`, and the fold of repeated
+//! keys that every caller applies first. Concurrent appends share one
+//! transaction through the batcher (`batcher.rs`).
+
+use std::collections::HashMap;
+
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::{col, rows_into, Store, StoreError};
+
+/// One message to append, already validated.
+#[derive(Debug, Clone)]
+pub struct NewMessage {
+    pub queue_id: Uuid,
+    pub partition: String,
+    pub message_id: Uuid,
+    pub transaction_id: String,
+    pub trace_id: Option<Uuid>,
+    /// The payload as JSON text, exactly as it will be delivered.
+    pub payload: String,
+    pub producer_sub: Option<String>,
+}
+
+/// What happened to one appended message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AppendStatus {
+    Queued,
+    /// The transactionId is taken; the message id is the original's.
+    Duplicate,
+}
+
+/// The outcome of one [`NewMessage`], by its position in the input.
+#[derive(Debug, Clone)]
+pub struct AppendOutcome {
+    pub index: usize,
+    pub status: AppendStatus,
+    pub message_id: Uuid,
+    pub partition_id: Uuid,
+}
+
+/// Where the items of a push went once repeated keys were folded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Folded {
+    /// Input position of each first occurrence, in input order.
+    pub unique: Vec<usize>,
+    /// Per input item: its index into `unique`, and whether it repeats an
+    /// earlier key (and is answered `duplicate` of that one).
+    pub slots: Vec<(usize, bool)>,
+}
+
+/// Folds (queue, partition, transactionId) keys that repeat within `keys`
+/// onto their first occurrence: the first wins, later ones point at it. Used
+/// inside one request and across the requests of a merged push flight.
+pub fn fold_repeats<'a>(keys: impl IntoIterator<Item = (Uuid, &'a str, &'a str)>) -> Folded {
+    let mut first_of: HashMap<(Uuid, &str, &str), usize> = HashMap::new();
+    let mut folded = Folded::default();
+    for (i, key) in keys.into_iter().enumerate() {
+        match first_of.get(&key) {
+            Some(&at) => folded.slots.push((at, true)),
+            None => {
+                let at = folded.unique.len();
+                first_of.insert(key, at);
+                folded.unique.push(i);
+                folded.slots.push((at, false));
+            }
+        }
+    }
+    folded
+}
+
+impl Store {
+    /// Appends messages; see `queen.push_batch`. Items must be free of repeated
+    /// (queue, partition, transactionId) keys ([`fold_repeats`]). Concurrent
+    /// calls share a transaction (group commit, see `store/batcher.rs`).
+    pub async fn append(&self, items: &[NewMessage]) -> Result<Vec<AppendOutcome>, StoreError> {
+        if !self.is_ready() {
+            return Err(StoreError::NotReady);
+        }
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.batcher.append(items.to_vec()).await
+    }
+}
+
+/// One `queen.push_batch` call on `client`. `strict` (inside `/transaction`)
+/// refuses a known transactionId instead of answering it `duplicate`.
+pub(super) async fn append_with(
+    client: &impl GenericClient,
+    items: &[NewMessage],
+    strict: bool,
+) -> Result<Vec<AppendOutcome>, StoreError> {
+    if items.is_empty() {
+        return Ok(Vec::new());
+    }
+    let queue_ids: Vec<Uuid> = items.iter().map(|m| m.queue_id).collect();
+    let partitions: Vec<&str> = items.iter().map(|m| m.partition.as_str()).collect();
+    let message_ids: Vec<Uuid> = items.iter().map(|m| m.message_id).collect();
+    let txn_ids: Vec<&str> = items.iter().map(|m| m.transaction_id.as_str()).collect();
+    let trace_ids: Vec<Option<Uuid>> = items.iter().map(|m| m.trace_id).collect();
+    let payloads: Vec<&str> = items.iter().map(|m| m.payload.as_str()).collect();
+    let subs: Vec<Option<&str>> = items.iter().map(|m| m.producer_sub.as_deref()).collect();
+    let stmt = client
+        .prepare_cached(
+            "SELECT idx, status, message_id, partition_id
+             FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8)",
+        )
+        .await?;
+    let rows = client
+        .query(
+            &stmt,
+            &[
+                &queue_ids,
+                &partitions,
+                &message_ids,
+                &txn_ids,
+                &trace_ids,
+                &payloads,
+                &subs,
+                &strict,
+            ],
+        )
+        .await?;
+    let mut out = rows_into(&rows, |r| {
+        let idx: i32 = col(r, "idx")?;
+        let status: &str = col(r, "status")?;
+        Ok(AppendOutcome {
+            index: usize::try_from(idx - 1).unwrap_or_default(),
+            status: if status == "queued" {
+                AppendStatus::Queued
+            } else {
+                AppendStatus::Duplicate
+            },
+            message_id: col(r, "message_id")?,
+            partition_id: col(r, "partition_id")?,
+        })
+    })?;
+    out.sort_by_key(|o| o.index);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repeats_point_at_their_first_occurrence() {
+        let q1 = Uuid::from_u128(1);
+        let q2 = Uuid::from_u128(2);
+        let folded = fold_repeats([
+            (q1, "p", "a"),
+            (q1, "p", "b"),
+            (q1, "p", "a"),
+            // the same transactionId in another partition or queue is another key
+            (q1, "other", "a"),
+            (q2, "p", "a"),
+            (q1, "p", "b"),
+        ]);
+        assert_eq!(folded.unique, vec![0, 1, 3, 4]);
+        assert_eq!(
+            folded.slots,
+            vec![
+                (0, false),
+                (1, false),
+                (0, true),
+                (2, false),
+                (3, false),
+                (1, true)
+            ]
+        );
+        assert_eq!(fold_repeats([]), Folded::default());
+    }
+}

@@ -1,0 +1,222 @@
+//! Queues: lookup by name, creation on first push, `/configure`, deletion,
+//! and the queue list of a namespace pop.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use queen_proto::QueueOptions;
+use tokio_postgres::Row;
+use uuid::Uuid;
+
+use super::op::{with_op, DbOp};
+use super::{col, rows_into, Store, StoreError};
+
+/// A queue with its full option set.
+#[derive(Debug, Clone)]
+pub struct QueueRow {
+    pub id: Uuid,
+    pub name: String,
+    pub namespace: String,
+    pub task: String,
+    pub options: QueueOptions,
+    pub config_version: i64,
+    pub created_at: DateTime<Utc>,
+}
+
+const QUEUE_COLUMNS: &str = "id, name, namespace, task, lease_time, retry_limit, retry_delay, \
+     max_size, ttl, priority, delayed_processing, window_buffer, dead_letter_queue, \
+     dlq_after_max_retries, retention_enabled, retention_seconds, completed_retention_seconds, \
+     encryption_enabled, max_wait_time_seconds, config_version, created_at";
+
+impl QueueRow {
+    fn from_row(row: &Row) -> Result<Self, StoreError> {
+        Ok(Self {
+            id: col(row, "id")?,
+            name: col(row, "name")?,
+            namespace: col(row, "namespace")?,
+            task: col(row, "task")?,
+            options: QueueOptions {
+                priority: col(row, "priority")?,
+                lease_time: col(row, "lease_time")?,
+                retry_limit: col(row, "retry_limit")?,
+                retry_delay: col(row, "retry_delay")?,
+                max_size: col(row, "max_size")?,
+                ttl: col(row, "ttl")?,
+                dead_letter_queue: col(row, "dead_letter_queue")?,
+                dlq_after_max_retries: col(row, "dlq_after_max_retries")?,
+                delayed_processing: col(row, "delayed_processing")?,
+                window_buffer: col(row, "window_buffer")?,
+                retention_seconds: col(row, "retention_seconds")?,
+                completed_retention_seconds: col(row, "completed_retention_seconds")?,
+                retention_enabled: col(row, "retention_enabled")?,
+                encryption_enabled: col(row, "encryption_enabled")?,
+                max_wait_time_seconds: col(row, "max_wait_time_seconds")?,
+            },
+            config_version: col(row, "config_version")?,
+            created_at: col(row, "created_at")?,
+        })
+    }
+}
+
+impl Store {
+    /// Loads a queue by name.
+    pub async fn find_queue(&self, name: &str) -> Result<Option<QueueRow>, StoreError> {
+        with_op!(self.db, DbOp::FindQueue, |client| {
+            let sql = format!("SELECT {QUEUE_COLUMNS} FROM queen.queues WHERE name = $1");
+            let stmt = client.prepare_cached(&sql).await?;
+            let row = client.query_opt(&stmt, &[&name]).await?;
+            row.as_ref().map(QueueRow::from_row).transpose()
+        })
+    }
+
+    /// Creates a queue with default options unless it exists; returns it either way.
+    pub async fn ensure_queue(
+        &self,
+        name: &str,
+        namespace: &str,
+        task: &str,
+    ) -> Result<QueueRow, StoreError> {
+        with_op!(self.db, DbOp::EnsureQueue, |client| {
+            ensure_queue_with(&*client, name, namespace, task).await
+        })
+    }
+
+    /// Creates or fully reconfigures a queue and makes sure its `Default`
+    /// partition exists. Returns the queue and that partition's id.
+    pub async fn configure_queue(
+        &self,
+        name: &str,
+        namespace: &str,
+        task: &str,
+        o: &QueueOptions,
+    ) -> Result<(QueueRow, Uuid), StoreError> {
+        with_op!(self.db, DbOp::ConfigureQueue, |client| {
+            let tx = client.transaction().await?;
+            let sql = format!(
+                    "INSERT INTO queen.queues (id, name, namespace, task, lease_time, retry_limit, retry_delay,
+                         max_size, ttl, priority, delayed_processing, window_buffer, dead_letter_queue,
+                         dlq_after_max_retries, retention_enabled, retention_seconds,
+                         completed_retention_seconds, encryption_enabled, max_wait_time_seconds)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+                     ON CONFLICT (name) DO UPDATE SET
+                         namespace = EXCLUDED.namespace, task = EXCLUDED.task,
+                         lease_time = EXCLUDED.lease_time, retry_limit = EXCLUDED.retry_limit,
+                         retry_delay = EXCLUDED.retry_delay, max_size = EXCLUDED.max_size, ttl = EXCLUDED.ttl,
+                         priority = EXCLUDED.priority, delayed_processing = EXCLUDED.delayed_processing,
+                         window_buffer = EXCLUDED.window_buffer, dead_letter_queue = EXCLUDED.dead_letter_queue,
+                         dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
+                         retention_enabled = EXCLUDED.retention_enabled,
+                         retention_seconds = EXCLUDED.retention_seconds,
+                         completed_retention_seconds = EXCLUDED.completed_retention_seconds,
+                         encryption_enabled = EXCLUDED.encryption_enabled,
+                         max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
+                         config_version = queen.queues.config_version + 1,
+                         updated_at = now()
+                     RETURNING {QUEUE_COLUMNS}"
+                );
+            let row = tx
+                .query_one(
+                    &sql,
+                    &[
+                        &Uuid::now_v7(),
+                        &name,
+                        &namespace,
+                        &task,
+                        &o.lease_time,
+                        &o.retry_limit,
+                        &o.retry_delay,
+                        &o.max_size,
+                        &o.ttl,
+                        &o.priority,
+                        &o.delayed_processing,
+                        &o.window_buffer,
+                        &o.dead_letter_queue,
+                        &o.dlq_after_max_retries,
+                        &o.retention_enabled,
+                        &o.retention_seconds,
+                        &o.completed_retention_seconds,
+                        &o.encryption_enabled,
+                        &o.max_wait_time_seconds,
+                    ],
+                )
+                .await?;
+            let queue = QueueRow::from_row(&row)?;
+            // as in ensure_queue_with: the fallback SELECT is its own statement
+            let inserted = tx
+                    .query_opt(
+                        "INSERT INTO queen.partitions (id, queue_id, name) VALUES (gen_random_uuid(), $1, 'Default')
+                         ON CONFLICT (queue_id, name) DO NOTHING RETURNING id",
+                        &[&queue.id],
+                    )
+                    .await?;
+            let partition_id: Uuid = match inserted {
+                Some(row) => col(&row, "id")?,
+                None => col(
+                    &tx.query_one(
+                        "SELECT id FROM queen.partitions WHERE queue_id = $1 AND name = 'Default'",
+                        &[&queue.id],
+                    )
+                    .await?,
+                    "id",
+                )?,
+            };
+            tx.commit().await?;
+            Ok((queue, partition_id))
+        })
+    }
+
+    /// Deletes a queue with everything stored for it; false if it did not exist.
+    pub async fn delete_queue(&self, name: &str) -> Result<bool, StoreError> {
+        with_op!(self.db, DbOp::DeleteQueue, |client| {
+            let row = client
+                .query_one("SELECT queen.delete_queue($1) AS existed", &[&name])
+                .await?;
+            col(&row, "existed")
+        })
+    }
+
+    /// Queues whose namespace (and task, when given) match; for namespace pops.
+    pub async fn queues_in_namespace(
+        &self,
+        namespace: Option<&str>,
+        task: Option<&str>,
+    ) -> Result<Vec<String>, StoreError> {
+        with_op!(self.db, DbOp::NamespaceQueues, |client| {
+            let rows = client
+                    .query(
+                        "SELECT name FROM queen.queues
+                         WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2)
+                         ORDER BY name",
+                        &[&namespace, &task],
+                    )
+                    .await?;
+            rows_into(&rows, |r| col(r, "name"))
+        })
+    }
+}
+
+/// Creates a queue with default options unless it exists, on `client` (a
+/// pooled connection or an open transaction).
+pub(super) async fn ensure_queue_with(
+    client: &impl GenericClient,
+    name: &str,
+    namespace: &str,
+    task: &str,
+) -> Result<QueueRow, StoreError> {
+    // two statements: after a conflict with a concurrent insert, only a new
+    // statement's snapshot sees the row the other transaction committed
+    let insert = format!(
+        "INSERT INTO queen.queues (id, name, namespace, task) VALUES ($1, $2, $3, $4)
+         ON CONFLICT (name) DO NOTHING RETURNING {QUEUE_COLUMNS}"
+    );
+    let stmt = client.prepare_cached(&insert).await?;
+    if let Some(row) = client
+        .query_opt(&stmt, &[&Uuid::now_v7(), &name, &namespace, &task])
+        .await?
+    {
+        return QueueRow::from_row(&row);
+    }
+    let select = format!("SELECT {QUEUE_COLUMNS} FROM queen.queues WHERE name = $1");
+    let stmt = client.prepare_cached(&select).await?;
+    let row = client.query_one(&stmt, &[&name]).await?;
+    QueueRow::from_row(&row)
+}
