@@ -88,7 +88,8 @@ pub struct Stopped {
 }
 
 impl Meter {
-    /// `db` is the database whose `pg_stat_database` row is measured.
+    /// `db` is the database whose `pg_stat_database` row and backends are
+    /// measured; empty for none.
     pub async fn start(
         pid: Option<u32>,
         monitor: &Monitor,
@@ -128,7 +129,7 @@ impl Meter {
             broker_cpu0: pid.and_then(procstat::cpu_seconds),
             rss0,
             bench_cpu0: procstat::cpu_seconds(std::process::id()).unwrap_or(0.0),
-            pg0: procstat::postgres_ticks(Some(db)),
+            pg0: postgres_ticks(db),
             machine0: procstat::machine_ticks(),
             db0,
             peak_rss,
@@ -147,8 +148,7 @@ impl Meter {
             .zip(self.broker_cpu0)
             .map(|(b, a)| b - a);
         let bench_cpu = procstat::cpu_seconds(std::process::id()).unwrap_or(0.0) - self.bench_cpu0;
-        let pg_cpu =
-            procstat::postgres_cpu_between(&self.pg0, &procstat::postgres_ticks(Some(&self.db)));
+        let pg_cpu = procstat::postgres_cpu_between(&self.pg0, &postgres_ticks(&self.db));
         let machine1 = procstat::machine_ticks();
         let machine_busy_pct = busy_pct(self.machine0, machine1);
         let machine_busy_s = match (self.machine0, machine1) {
@@ -227,6 +227,16 @@ impl Stopped {
     }
 }
 
+/// PostgreSQL's processes working for `db`; none without a database (a
+/// peer broker's scenario, where PostgreSQL is not part of the system).
+fn postgres_ticks(db: &str) -> HashMap<u32, u64> {
+    if db.is_empty() {
+        HashMap::new()
+    } else {
+        procstat::postgres_ticks(Some(db))
+    }
+}
+
 fn busy_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> f64 {
     match (before, after) {
         (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
@@ -248,7 +258,7 @@ async fn sample(
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut last_at = Instant::now();
     let mut last_cpu = pid.and_then(procstat::cpu_seconds);
-    let mut last_pg = procstat::postgres_ticks(Some(&db));
+    let mut last_pg = postgres_ticks(&db);
     let mut last_machine = procstat::machine_ticks();
     let mut n: u64 = 0;
     loop {
@@ -265,7 +275,7 @@ async fn sample(
         let now = Instant::now();
         let dt = now.duration_since(last_at).as_secs_f64().max(1e-9);
         let cpu = pid.and_then(procstat::cpu_seconds);
-        let pg = procstat::postgres_ticks(Some(&db));
+        let pg = postgres_ticks(&db);
         let machine = procstat::machine_ticks();
         let s = ResourceSample {
             t: now.duration_since(started).as_secs_f64(),

@@ -111,6 +111,9 @@ pub struct SuiteReport {
     pub targets: Vec<TargetCheck>,
     #[serde(default)]
     pub comparison: Vec<Comparison>,
+    /// Systems left out of the run, and why (a peer that did not answer).
+    #[serde(default)]
+    pub skipped: Vec<String>,
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
