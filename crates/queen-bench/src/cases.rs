@@ -48,7 +48,7 @@ impl System {
 
 /// Where one scenario runs.
 enum Stage {
-    Queen(Env),
+    Queen(Box<Env>),
     Peer {
         session: Arc<Session>,
         pid: Option<u32>,
@@ -70,7 +70,7 @@ enum Warm {
 impl Stage {
     async fn open(suite: &mut Suite, system: System, kind: &str) -> Result<Self> {
         match system {
-            System::Queen => Ok(Self::Queen(suite.env(kind).await?)),
+            System::Queen => Ok(Self::Queen(Box::new(suite.env(kind).await?))),
             System::Peer(p) => Ok(Self::Peer {
                 session: suite.session(p)?,
                 pid: p.pid(),
@@ -219,7 +219,7 @@ impl Stage {
 
     async fn release(self, suite: &Suite) {
         match self {
-            Self::Queen(env) => suite.release(env).await,
+            Self::Queen(env) => suite.release(*env).await,
             Self::Peer {
                 session, target, ..
             } => {

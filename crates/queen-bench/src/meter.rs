@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::pg::{self, DbCounters, Monitor, PgArgs, TableCounters};
+use crate::pg::{
+    self, DbCounters, Monitor, PgArgs, StatementCounters, StatementSnapshot, TableCounters,
+};
 use crate::procstat;
 
 /// One second of resource use (for the time series of a run).
@@ -53,7 +55,17 @@ pub struct Resources {
     /// Rows written per table over the interval (`pg_stat_all_tables`).
     #[serde(default)]
     pub table_writes: TableCounters,
+    /// The busiest statements of the measured database over the interval,
+    /// statements inside functions included (`--pg-statements`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statements: Vec<StatementCounters>,
+    /// Its PL/pgSQL functions over the interval (with `track_functions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<StatementCounters>,
 }
+
+/// How many statements and functions a scenario's report keeps.
+const TOP_STATEMENTS: usize = 40;
 
 pub struct Meter {
     pid: Option<u32>,
@@ -61,6 +73,8 @@ pub struct Meter {
     /// Connection to the measured database, for per-table counters.
     db_client: Option<tokio_postgres::Client>,
     tables0: TableCounters,
+    statements0: StatementSnapshot,
+    functions0: StatementSnapshot,
     started: Instant,
     broker_cpu0: Option<f64>,
     rss0: Option<u64>,
@@ -105,6 +119,11 @@ impl Meter {
             Some(c) => pg::table_counters(c).await.unwrap_or_default(),
             None => TableCounters::default(),
         };
+        let functions0 = match &db_client {
+            Some(c) => pg::function_counters(c).await.unwrap_or_default(),
+            None => StatementSnapshot::new(),
+        };
+        let statements0 = monitor.statements(db).await?;
         let db0 = monitor.counters(db).await?;
         if let Some(pid) = pid {
             procstat::reset_peak_rss(pid);
@@ -125,6 +144,8 @@ impl Meter {
             db: db.to_owned(),
             db_client,
             tables0,
+            statements0,
+            functions0,
             started,
             broker_cpu0: pid.and_then(procstat::cpu_seconds),
             rss0,
@@ -202,6 +223,19 @@ impl Stopped {
             ),
             None => TableCounters::default(),
         };
+        let functions = match &self.meter.db_client {
+            Some(c) => pg::statement_delta(
+                &self.meter.functions0,
+                &pg::function_counters(c).await.unwrap_or_default(),
+                TOP_STATEMENTS,
+            ),
+            None => Vec::new(),
+        };
+        let statements = pg::statement_delta(
+            &self.meter.statements0,
+            &monitor.statements(db).await?,
+            TOP_STATEMENTS,
+        );
         let secs = seconds.unwrap_or(self.seconds).max(1e-9);
         let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
         Ok(Resources {
@@ -223,6 +257,8 @@ impl Stopped {
             pg_commits_per_s: d.xact_commit as f64 / secs,
             pg_rows_per_s: d.rows_written as f64 / secs,
             table_writes,
+            statements,
+            functions,
         })
     }
 }

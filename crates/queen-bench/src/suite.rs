@@ -120,6 +120,11 @@ pub struct SuiteConfig {
     /// Pause between parking the pop and pushing, in ms.
     #[arg(long, default_value_t = 30)]
     pub wake_park_ms: u64,
+    /// Record the busiest statements of each scenario (`pg_stat_statements`,
+    /// which the server must preload; use `track = all` to see the
+    /// statements inside functions) and its functions' counters in the report.
+    #[arg(long)]
+    pub pg_statements: bool,
     /// Longest wait for PostgreSQL's statistics to settle after a scenario.
     #[arg(long, default_value_t = 5000)]
     pub pg_settle_ms: u64,
@@ -386,7 +391,10 @@ pub async fn run_suite(cfg: SuiteConfig) -> Result<bool> {
     let run_id = format!("{started_unix}");
     let run_dir = cfg.out_dir.join(format!("run-{run_id}"));
     std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
-    let monitor = Monitor::connect(&cfg.pg).await?;
+    let mut monitor = Monitor::connect(&cfg.pg).await?;
+    if cfg.pg_statements {
+        monitor.enable_statements().await?;
+    }
     let systems = cfg
         .systems
         .iter()
