@@ -190,14 +190,19 @@ pub async fn function_counters(client: &Client) -> Result<StatementSnapshot> {
         .await?;
     let rows = client
         .query(
-            "SELECT funcid::bigint, schemaname || '.' || funcname, calls, total_time, self_time \
+            "SELECT funcid::bigint, schemaname || '.' || funcname, calls, total_time, self_time, \
+                    0::bigint \
              FROM pg_stat_user_functions",
             &[],
         )
         .await
         .context("reading pg_stat_user_functions")?;
-    Ok(rows
-        .into_iter()
+    Ok(snapshot(&rows))
+}
+
+/// Rows of (id, name, calls, total ms, self ms or NULL, rows) by id.
+fn snapshot(rows: &[tokio_postgres::Row]) -> StatementSnapshot {
+    rows.iter()
         .map(|r| {
             (
                 r.get(0),
@@ -205,12 +210,12 @@ pub async fn function_counters(client: &Client) -> Result<StatementSnapshot> {
                     name: r.get(1),
                     calls: r.get(2),
                     total_ms: r.get(3),
-                    self_ms: Some(r.get(4)),
-                    rows: 0,
+                    self_ms: r.get(4),
+                    rows: r.get(5),
                 },
             )
         })
-        .collect())
+        .collect()
 }
 
 /// Connection to database `postgres` for administration and statistics.
@@ -251,28 +256,14 @@ impl Monitor {
         let rows = self
             .client
             .query(
-                "SELECT s.queryid, s.query, s.calls, s.total_exec_time, s.rows \
+                "SELECT s.queryid, s.query, s.calls, s.total_exec_time, NULL::float8, s.rows \
                  FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid \
                  WHERE d.datname = $1 AND s.queryid IS NOT NULL",
                 &[&db],
             )
             .await
             .context("reading pg_stat_statements")?;
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                (
-                    r.get(0),
-                    StatementCounters {
-                        name: r.get(1),
-                        calls: r.get(2),
-                        total_ms: r.get(3),
-                        self_ms: None,
-                        rows: r.get(4),
-                    },
-                )
-            })
-            .collect())
+        Ok(snapshot(&rows))
     }
 
     pub async fn create_database(&self, db: &str) -> Result<()> {
