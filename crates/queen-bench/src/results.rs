@@ -590,6 +590,7 @@ impl SuiteReport {
                 f(res.map(|x| 100.0 * x.other_cpu_s / (x.seconds.max(1e-9) * cpus())), 0),
             );
         }
+        out.push_str(&self.side_by_side());
         if !self.targets.is_empty() {
             let _ = writeln!(out, "\n| target | measured | met |\n|---|---|---|");
             for t in &self.targets {
@@ -600,6 +601,44 @@ impl SuiteReport {
                 };
                 let _ = writeln!(out, "| {} | {} | {met} |", t.target, t.measured);
             }
+        }
+        out
+    }
+
+    /// Queen's load cases next to the same cases on the peers (Markdown;
+    /// empty when no peer ran): msg/s and server CPU µs per message of each.
+    pub fn side_by_side(&self) -> String {
+        let peer_ran =
+            |r: &ScenarioResult| PEERS.iter().any(|p| r.id.starts_with(&format!("{p}/")));
+        if !self.results.iter().any(peer_ran) {
+            return String::new();
+        }
+        let mut out = String::from(
+            "\n| case | Queen msg/s | Queen µs/msg | RabbitMQ msg/s | RabbitMQ µs/msg | NATS msg/s | NATS µs/msg | x RabbitMQ | x NATS |\n|---|---|---|---|---|---|---|---|---|\n",
+        );
+        let cell = |r: Option<&ScenarioResult>| match r {
+            Some(r) => (
+                format!("{:.0}", r.msg_per_s),
+                f(r.server_cpu_us_per_msg(), 1),
+            ),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
+        for r in self.results.iter().filter(|r| {
+            r.error.is_none()
+                && !peer_ran(r)
+                && !r.kind.starts_with("sql")
+                && !r.kind.starts_with("wake")
+        }) {
+            let (q, qc) = cell(Some(r));
+            let (rb, rbc) = cell(self.find(&format!("{}/{}", PEERS[0], r.id)));
+            let (n, nc) = cell(self.find(&format!("{}/{}", PEERS[1], r.id)));
+            let _ = writeln!(
+                out,
+                "| {} | {q} | {qc} | {rb} | {rbc} | {n} | {nc} | {} | {} |",
+                r.id,
+                f(r.ratio_to_rabbitmq, 2),
+                f(r.ratio_to_nats, 2)
+            );
         }
         out
     }
@@ -708,6 +747,18 @@ mod tests {
         assert_eq!(met("push/b100/n16/p16 vs RabbitMQ"), None);
         assert_eq!(met("stretch"), Some(true), "the one case run on NATS: 0.5x");
         assert!(rep.table().contains("MISS"));
+        let sbs = rep.side_by_side();
+        assert!(
+            sbs.contains(
+                "| push/b100/n16/p64 | 200000 | - | 100000 | - | 400000 | - | 2.00 | 0.50 |"
+            ),
+            "{sbs}"
+        );
+        assert!(
+            !sbs.contains("| rabbitmq/"),
+            "peers' rows are columns: {sbs}"
+        );
+        assert_eq!(SuiteReport::default().side_by_side(), "");
     }
 
     #[test]
