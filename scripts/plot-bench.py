@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plots throughput and latency over time of the end-to-end runs of a
-queen-bench suite report (JSON written by `queen-bench suite`).
+queen-bench suite report (JSON written by `queen-bench suite`), Queen's and
+the peer brokers' (RabbitMQ, NATS JetStream) alike.
 
     scripts/plot-bench.sh [report.json] [out.png]
 
@@ -16,6 +17,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+
+# Scenario id prefixes of the peer brokers, and the process measured for each.
+PEERS = {"rabbitmq": "beam.smp", "nats": "nats-server"}
 
 
 def main() -> int:
@@ -72,13 +77,19 @@ def main() -> int:
         rs = r.get("resourceSeries") or []
         if rs:
             rt = [p["t"] for p in rs]
-            res.plot(rt, [p["brokerCpuPct"] for p in rs], label="broker CPU %")
-            res.plot(rt, [p["pgCpuPct"] for p in rs], label="PostgreSQL CPU %")
+            peer = PEERS.get(r["id"].split("/")[0])
+            res.plot(
+                rt,
+                [p["brokerCpuPct"] for p in rs],
+                label=f"{peer} CPU %" if peer else "broker CPU %",
+            )
+            if not peer:
+                res.plot(rt, [p["pgCpuPct"] for p in rs], label="PostgreSQL CPU %")
             res.plot(rt, [p["machineBusyPct"] * 2 for p in rs], ls=":", label="machine busy % (of 1 core)")
             res.set_ylabel("% of one core")
             ax2 = res.twinx()
-            ax2.plot(rt, [p["brokerRssMb"] for p in rs], color="black", lw=1, label="broker RSS MB")
-            ax2.set_ylabel("broker RSS MB")
+            ax2.plot(rt, [p["brokerRssMb"] for p in rs], color="black", lw=1, label="server RSS MB")
+            ax2.set_ylabel("server RSS MB")
             ax2.set_ylim(bottom=0)
             h1, l1 = res.get_legend_handles_labels()
             h2, l2 = ax2.get_legend_handles_labels()

@@ -9,6 +9,7 @@
 //! Bounded twice: producers stop after `messages` or `seconds`, consumers when
 //! every group received everything pushed or at their own deadline.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -19,8 +20,47 @@ use tokio::sync::watch;
 use tokio::task::{JoinHandle, JoinSet};
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::api::{AckItem, Api, PopParams};
+use crate::api::AckOutcome;
 use crate::stats::{Latencies, LatencySummary};
+
+/// A system under test, as the engine drives it: it hands out one
+/// connected producer per producing task and one consumer per consuming
+/// task, before the clock starts.
+pub trait Target: Sync {
+    type Producer: Producer;
+    type Consumer: Consumer;
+    /// Producer number `index` (connections are opened here, unmeasured).
+    fn producer(&self, index: u32) -> impl Future<Output = Result<Self::Producer>> + Send;
+    /// Consumer number `index` of consumer group `group` (an index into
+    /// `spec.groups`).
+    fn consumer(
+        &self,
+        spec: &ConsumeSpec,
+        group: usize,
+        index: u32,
+    ) -> impl Future<Output = Result<Self::Consumer>> + Send;
+}
+
+pub trait Producer: Send + 'static {
+    /// Pushes messages `first..last` of the run, all to partition number
+    /// `partition`, and returns once the system has acknowledged them
+    /// durably; the result is how many it queued.
+    fn push(
+        &mut self,
+        partition: u64,
+        first: u64,
+        last: u64,
+    ) -> impl Future<Output = Result<u64>> + Send;
+}
+
+pub trait Consumer: Send + 'static {
+    /// The next batch: the sequence number of each message, `None` for one
+    /// that is not of this run. Empty when nothing came within the poll.
+    fn pop(&mut self) -> impl Future<Output = Result<Vec<Option<u64>>>> + Send;
+    /// Acknowledges everything the last pop returned; `None` when there was
+    /// nothing to acknowledge.
+    fn ack(&mut self) -> impl Future<Output = Result<Option<AckOutcome>>> + Send;
+}
 
 /// Identity and push times of the messages of one run.
 pub struct RunState {
@@ -149,7 +189,6 @@ pub struct ProduceSpec {
     pub producers: u32,
     pub batch: u32,
     pub partitions: u32,
-    pub payload_bytes: usize,
     /// Offered rate in msg/s (batches start on a fixed schedule); `None` = flat out.
     pub rate: Option<f64>,
 }
@@ -234,15 +273,13 @@ fn add(c: &AtomicU64, n: u64) {
 }
 
 struct Group {
-    name: Option<String>,
     seen: Vec<AtomicU64>,
     received: AtomicU64,
 }
 
 impl Group {
-    fn new(name: Option<String>, capacity: u64) -> Self {
+    fn new(capacity: u64) -> Self {
         Self {
-            name,
             seen: (0..capacity.div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -267,21 +304,36 @@ impl Drop for AbortOnDrop {
     }
 }
 
-pub struct Engine<'a> {
-    pub api: &'a Api,
+pub struct Engine<'a, T> {
+    pub target: &'a T,
     pub run: Arc<RunState>,
     pub label: String,
     pub broker_pid: Option<u32>,
     pub progress: bool,
 }
 
-impl Engine<'_> {
+impl<T: Target> Engine<'_, T> {
     pub async fn run(
         &self,
         produce: Option<&ProduceSpec>,
         consume: Option<&ConsumeSpec>,
     ) -> Result<LoadOutcome> {
         let run = &self.run;
+        // Connections first, so that opening them is not measured.
+        let mut ready_producers = Vec::new();
+        if let Some(p) = produce {
+            for i in 0..p.producers {
+                ready_producers.push(self.target.producer(i).await?);
+            }
+        }
+        let mut ready_consumers = Vec::new();
+        if let Some(c) = consume {
+            for gi in 0..c.groups.len() {
+                for i in 0..c.consumers_per_group {
+                    ready_consumers.push((gi, self.target.consumer(c, gi, i).await?));
+                }
+            }
+        }
         let start = Instant::now();
         let live = Arc::new(Live::default());
         let groups: Arc<Vec<Group>> = Arc::new(
@@ -289,7 +341,7 @@ impl Engine<'_> {
                 .map(|c| {
                     c.groups
                         .iter()
-                        .map(|g| Group::new(g.clone(), run.capacity()))
+                        .map(|_| Group::new(run.capacity()))
                         .collect()
                 })
                 .unwrap_or_default(),
@@ -312,9 +364,9 @@ impl Engine<'_> {
         let mut producers = JoinSet::new();
         if let Some(p) = produce {
             let next_batch = Arc::new(AtomicU64::new(0));
-            for _ in 0..p.producers {
+            for conn in ready_producers {
                 producers.spawn(produce_loop(
-                    self.api.clone(),
+                    conn,
                     Arc::clone(run),
                     p.clone(),
                     Arc::clone(&live),
@@ -325,19 +377,17 @@ impl Engine<'_> {
         }
         let mut consumers = JoinSet::new();
         if let Some(c) = consume {
-            for gi in 0..groups.len() {
-                for _ in 0..c.consumers_per_group {
-                    consumers.spawn(consume_loop(
-                        self.api.clone(),
-                        Arc::clone(run),
-                        Arc::clone(&groups),
-                        gi,
-                        c.clone(),
-                        Arc::clone(&live),
-                        done_rx.clone(),
-                        start,
-                    ));
-                }
+            for (gi, conn) in ready_consumers {
+                consumers.spawn(consume_loop(
+                    conn,
+                    Arc::clone(run),
+                    Arc::clone(&groups),
+                    gi,
+                    c.clone(),
+                    Arc::clone(&live),
+                    done_rx.clone(),
+                    start,
+                ));
             }
         }
 
@@ -466,8 +516,8 @@ impl Engine<'_> {
     }
 }
 
-async fn produce_loop(
-    api: Api,
+async fn produce_loop<P: Producer>(
+    mut producer: P,
     run: Arc<RunState>,
     spec: ProduceSpec,
     live: Arc<Live>,
@@ -497,13 +547,12 @@ async fn produce_loop(
         }
         let first = index * batch;
         let last_seq = (first + batch).min(messages);
-        let partition = partition_name(index % u64::from(spec.partitions.max(1)));
-        let body = push_body(&run, &partition, first, last_seq, spec.payload_bytes);
+        let partition = index % u64::from(spec.partitions.max(1));
         let sent = Instant::now();
-        let queued = api
-            .push_raw(body, (last_seq - first) as usize)
+        let queued = producer
+            .push(partition, first, last_seq)
             .await
-            .map_err(|e| e.context(format!("push of batch {index} to {partition}")))?;
+            .map_err(|e| e.context(format!("push of batch {index} to partition {partition}")))?;
         let answered = Instant::now();
         lat.record(answered.duration_since(sent));
         let ns = run.ns_since_t0(answered);
@@ -527,8 +576,8 @@ struct ConsumerDone {
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn consume_loop(
-    api: Api,
+async fn consume_loop<C: Consumer>(
+    mut consumer: C,
     run: Arc<RunState>,
     groups: Arc<Vec<Group>>,
     gi: usize,
@@ -539,12 +588,6 @@ async fn consume_loop(
 ) -> Result<ConsumerDone> {
     let group = &groups[gi];
     let deadline = start + Duration::from_secs_f64(spec.seconds);
-    let params = PopParams {
-        batch: spec.batch,
-        partitions: spec.pop_partitions,
-        wait_ms: Some(spec.wait_ms),
-        consumer_group: group.name.clone(),
-    };
     let mut out = ConsumerDone {
         pop_latencies: Latencies::default(),
         ack_latencies: Latencies::default(),
@@ -563,7 +606,7 @@ async fn consume_loop(
         }
         let sent = Instant::now();
         let messages = tokio::select! {
-            r = api.pop(&run.queue, &params) => r?,
+            r = consumer.pop() => r?,
             _ = done.changed() => break,
         };
         let received_at = Instant::now();
@@ -580,8 +623,8 @@ async fn consume_loop(
         let recv_ns = run.ns_since_t0(received_at);
         let recv_ms = u32::try_from(recv_ns / 1_000_000).unwrap_or(u32::MAX);
         let (mut new, mut again, mut foreign) = (0, 0, 0);
-        for m in &messages {
-            match parse_seq(&run.prefix, &m.transaction_id).filter(|&s| s < capacity) {
+        for seq in &messages {
+            match seq.filter(|&s| s < capacity) {
                 Some(seq) => {
                     if group.mark(seq) {
                         new += 1;
@@ -607,15 +650,14 @@ async fn consume_loop(
         if new > 0 {
             out.last_new = Some(received_at);
         }
-        let acks = AckItem::completed_for(&messages);
-        if acks.is_empty() {
-            continue;
-        }
         let sent = Instant::now();
-        let outcome = api
-            .ack_batch_group(group.name.as_deref(), &acks)
+        let Some(outcome) = consumer
+            .ack()
             .await
-            .map_err(|e| e.context(format!("acking {} messages", acks.len())))?;
+            .map_err(|e| e.context(format!("acking {} messages", messages.len())))?
+        else {
+            continue;
+        };
         out.ack_latencies.record(sent.elapsed());
         add(&live.acked, outcome.succeeded);
         add(&live.ack_failures, outcome.failed);
@@ -707,7 +749,7 @@ mod tests {
 
     #[test]
     fn group_marks_each_seq_once() {
-        let g = Group::new(None, 130);
+        let g = Group::new(130);
         assert!(g.mark(0));
         assert!(!g.mark(0));
         assert!(g.mark(129));

@@ -13,10 +13,15 @@
 mod api;
 mod baseline;
 mod broker;
+mod cases;
 mod load;
 mod meter;
+mod nats;
+mod peers;
 mod pg;
 mod procstat;
+mod queen;
+mod rabbitmq;
 mod report;
 mod results;
 mod scenario;

@@ -11,7 +11,9 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior};
 
-use crate::pg::{self, DbCounters, Monitor, PgArgs, TableCounters};
+use crate::pg::{
+    self, DbCounters, Monitor, PgArgs, StatementCounters, StatementSnapshot, TableCounters,
+};
 use crate::procstat;
 
 /// One second of resource use (for the time series of a run).
@@ -53,7 +55,17 @@ pub struct Resources {
     /// Rows written per table over the interval (`pg_stat_all_tables`).
     #[serde(default)]
     pub table_writes: TableCounters,
+    /// The busiest statements of the measured database over the interval,
+    /// statements inside functions included (`--pg-statements`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub statements: Vec<StatementCounters>,
+    /// Its PL/pgSQL functions over the interval (with `track_functions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<StatementCounters>,
 }
+
+/// How many statements and functions a scenario's report keeps.
+const TOP_STATEMENTS: usize = 40;
 
 pub struct Meter {
     pid: Option<u32>,
@@ -61,6 +73,8 @@ pub struct Meter {
     /// Connection to the measured database, for per-table counters.
     db_client: Option<tokio_postgres::Client>,
     tables0: TableCounters,
+    statements0: StatementSnapshot,
+    functions0: StatementSnapshot,
     started: Instant,
     broker_cpu0: Option<f64>,
     rss0: Option<u64>,
@@ -88,7 +102,8 @@ pub struct Stopped {
 }
 
 impl Meter {
-    /// `db` is the database whose `pg_stat_database` row is measured.
+    /// `db` is the database whose `pg_stat_database` row and backends are
+    /// measured; empty for none.
     pub async fn start(
         pid: Option<u32>,
         monitor: &Monitor,
@@ -104,6 +119,11 @@ impl Meter {
             Some(c) => pg::table_counters(c).await.unwrap_or_default(),
             None => TableCounters::default(),
         };
+        let functions0 = match &db_client {
+            Some(c) => pg::function_counters(c).await.unwrap_or_default(),
+            None => StatementSnapshot::new(),
+        };
+        let statements0 = monitor.statements(db).await?;
         let db0 = monitor.counters(db).await?;
         if let Some(pid) = pid {
             procstat::reset_peak_rss(pid);
@@ -124,11 +144,13 @@ impl Meter {
             db: db.to_owned(),
             db_client,
             tables0,
+            statements0,
+            functions0,
             started,
             broker_cpu0: pid.and_then(procstat::cpu_seconds),
             rss0,
             bench_cpu0: procstat::cpu_seconds(std::process::id()).unwrap_or(0.0),
-            pg0: procstat::postgres_ticks(Some(db)),
+            pg0: postgres_ticks(db),
             machine0: procstat::machine_ticks(),
             db0,
             peak_rss,
@@ -147,8 +169,7 @@ impl Meter {
             .zip(self.broker_cpu0)
             .map(|(b, a)| b - a);
         let bench_cpu = procstat::cpu_seconds(std::process::id()).unwrap_or(0.0) - self.bench_cpu0;
-        let pg_cpu =
-            procstat::postgres_cpu_between(&self.pg0, &procstat::postgres_ticks(Some(&self.db)));
+        let pg_cpu = procstat::postgres_cpu_between(&self.pg0, &postgres_ticks(&self.db));
         let machine1 = procstat::machine_ticks();
         let machine_busy_pct = busy_pct(self.machine0, machine1);
         let machine_busy_s = match (self.machine0, machine1) {
@@ -202,6 +223,19 @@ impl Stopped {
             ),
             None => TableCounters::default(),
         };
+        let functions = match &self.meter.db_client {
+            Some(c) => pg::statement_delta(
+                &self.meter.functions0,
+                &pg::function_counters(c).await.unwrap_or_default(),
+                TOP_STATEMENTS,
+            ),
+            None => Vec::new(),
+        };
+        let statements = pg::statement_delta(
+            &self.meter.statements0,
+            &monitor.statements(db).await?,
+            TOP_STATEMENTS,
+        );
         let secs = seconds.unwrap_or(self.seconds).max(1e-9);
         let mb = |b: u64| b as f64 / (1024.0 * 1024.0);
         Ok(Resources {
@@ -223,7 +257,19 @@ impl Stopped {
             pg_commits_per_s: d.xact_commit as f64 / secs,
             pg_rows_per_s: d.rows_written as f64 / secs,
             table_writes,
+            statements,
+            functions,
         })
+    }
+}
+
+/// PostgreSQL's processes working for `db`; none without a database (a
+/// peer broker's scenario, where PostgreSQL is not part of the system).
+fn postgres_ticks(db: &str) -> HashMap<u32, u64> {
+    if db.is_empty() {
+        HashMap::new()
+    } else {
+        procstat::postgres_ticks(Some(db))
     }
 }
 
@@ -248,7 +294,7 @@ async fn sample(
     tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
     let mut last_at = Instant::now();
     let mut last_cpu = pid.and_then(procstat::cpu_seconds);
-    let mut last_pg = procstat::postgres_ticks(Some(&db));
+    let mut last_pg = postgres_ticks(&db);
     let mut last_machine = procstat::machine_ticks();
     let mut n: u64 = 0;
     loop {
@@ -265,7 +311,7 @@ async fn sample(
         let now = Instant::now();
         let dt = now.duration_since(last_at).as_secs_f64().max(1e-9);
         let cpu = pid.and_then(procstat::cpu_seconds);
-        let pg = procstat::postgres_ticks(Some(&db));
+        let pg = postgres_ticks(&db);
         let machine = procstat::machine_ticks();
         let s = ResourceSample {
             t: now.duration_since(started).as_secs_f64(),

@@ -138,16 +138,132 @@ pub fn table_delta(before: &TableCounters, after: &TableCounters) -> TableCounte
         .collect()
 }
 
+/// Counters of one statement (`pg_stat_statements`, `track = all` counts
+/// the statements inside functions too) or one function
+/// (`pg_stat_user_functions`, `track_functions = pl`).
+#[derive(Debug, Clone, Default, Serialize, serde::Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct StatementCounters {
+    /// The statement's text, or the function's name.
+    pub name: String,
+    pub calls: i64,
+    /// Execution time, including what it called (wall clock, ms).
+    pub total_ms: f64,
+    /// Functions only: time outside the functions it called (ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub self_ms: Option<f64>,
+    pub rows: i64,
+}
+
+/// By `queryid` (statements) or `oid` (functions).
+pub type StatementSnapshot = std::collections::HashMap<i64, StatementCounters>;
+
+/// `after - before` of the entries that ran, busiest first, at most `top`.
+pub fn statement_delta(
+    before: &StatementSnapshot,
+    after: &StatementSnapshot,
+    top: usize,
+) -> Vec<StatementCounters> {
+    let mut out: Vec<StatementCounters> = after
+        .iter()
+        .filter_map(|(id, a)| {
+            let b = before.get(id).cloned().unwrap_or_default();
+            let d = StatementCounters {
+                name: a.name.clone(),
+                calls: a.calls - b.calls,
+                total_ms: a.total_ms - b.total_ms,
+                self_ms: a.self_ms.map(|s| s - b.self_ms.unwrap_or(0.0)),
+                rows: a.rows - b.rows,
+            };
+            (d.calls > 0).then_some(d)
+        })
+        .collect();
+    out.sort_by(|a, b| b.total_ms.total_cmp(&a.total_ms));
+    out.truncate(top);
+    out
+}
+
+/// PL/pgSQL functions of the database `client` is connected to.
+pub async fn function_counters(client: &Client) -> Result<StatementSnapshot> {
+    client
+        .batch_execute("SELECT pg_stat_clear_snapshot()")
+        .await?;
+    let rows = client
+        .query(
+            "SELECT funcid::bigint, schemaname || '.' || funcname, calls, total_time, self_time, \
+                    0::bigint \
+             FROM pg_stat_user_functions",
+            &[],
+        )
+        .await
+        .context("reading pg_stat_user_functions")?;
+    Ok(snapshot(&rows))
+}
+
+/// Rows of (id, name, calls, total ms, self ms or NULL, rows) by id.
+fn snapshot(rows: &[tokio_postgres::Row]) -> StatementSnapshot {
+    rows.iter()
+        .map(|r| {
+            (
+                r.get(0),
+                StatementCounters {
+                    name: r.get(1),
+                    calls: r.get(2),
+                    total_ms: r.get(3),
+                    self_ms: r.get(4),
+                    rows: r.get(5),
+                },
+            )
+        })
+        .collect()
+}
+
 /// Connection to database `postgres` for administration and statistics.
 pub struct Monitor {
     client: Client,
+    /// Whether `pg_stat_statements` can be read (`--pg-statements`).
+    statements: bool,
 }
 
 impl Monitor {
     pub async fn connect(args: &PgArgs) -> Result<Self> {
         Ok(Self {
             client: args.connect("postgres").await?,
+            statements: false,
         })
+    }
+
+    /// Turns on per-statement counters: creates the `pg_stat_statements`
+    /// view in database `postgres` if the server preloads the module.
+    pub async fn enable_statements(&mut self) -> Result<()> {
+        self.client
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .await
+            .context("CREATE EXTENSION pg_stat_statements")?;
+        self.client
+            .query_one("SELECT count(*) FROM pg_stat_statements", &[])
+            .await
+            .context("reading pg_stat_statements (is it in shared_preload_libraries?)")?;
+        self.statements = true;
+        Ok(())
+    }
+
+    /// The statements run in `db` so far; empty when not enabled.
+    pub async fn statements(&self, db: &str) -> Result<StatementSnapshot> {
+        if !self.statements || db.is_empty() {
+            return Ok(StatementSnapshot::new());
+        }
+        let rows = self
+            .client
+            .query(
+                "SELECT s.queryid, s.query, s.calls, s.total_exec_time, NULL::float8, s.rows \
+                 FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid \
+                 WHERE d.datname = $1 AND s.queryid IS NOT NULL",
+                &[&db],
+            )
+            .await
+            .context("reading pg_stat_statements")?;
+        Ok(snapshot(&rows))
     }
 
     pub async fn create_database(&self, db: &str) -> Result<()> {
@@ -214,5 +330,40 @@ impl Monitor {
             .query_one("SELECT current_setting($1)", &[&name])
             .await?;
         Ok(row.get(0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn counters(name: &str, calls: i64, total_ms: f64, self_ms: Option<f64>) -> StatementCounters {
+        StatementCounters {
+            name: name.into(),
+            calls,
+            total_ms,
+            self_ms,
+            rows: calls,
+        }
+    }
+
+    #[test]
+    fn statement_deltas_keep_what_ran_busiest_first() {
+        let before = StatementSnapshot::from([
+            (1, counters("a", 10, 5.0, Some(4.0))),
+            (2, counters("b", 3, 1.0, None)),
+        ]);
+        let after = StatementSnapshot::from([
+            (1, counters("a", 15, 7.0, Some(5.0))),
+            (2, counters("b", 3, 1.0, None)),
+            (3, counters("c", 4, 9.0, None)),
+        ]);
+        let d = statement_delta(&before, &after, 10);
+        assert_eq!(d.len(), 2, "b did not run: {d:?}");
+        assert_eq!(d[0], counters("c", 4, 9.0, None));
+        assert_eq!(d[1].calls, 5);
+        assert_eq!(d[1].total_ms, 2.0);
+        assert_eq!(d[1].self_ms, Some(1.0));
+        assert_eq!(statement_delta(&before, &after, 1).len(), 1);
     }
 }

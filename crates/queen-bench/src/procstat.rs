@@ -75,6 +75,19 @@ pub fn reset_peak_rss(pid: u32) -> bool {
     fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
 }
 
+/// The pids of the live processes whose `comm` is `comm` (e.g. `beam.smp`).
+pub fn pids_named(comm: &str) -> Vec<u32> {
+    let Ok(dir) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim_end() == comm)
+        })
+        .collect()
+}
+
 /// CPU ticks of the live `postgres` processes that work for `db`, by pid:
 /// the server's shared background processes (WAL writer, checkpointer, ...)
 /// and the backends and autovacuum workers of `db`, but not backends of other
@@ -197,6 +210,13 @@ mod tests {
         let (busy, total) = parse_machine_ticks("cpu  10 0 5 80 5 0 0 0 0 0").unwrap();
         assert_eq!((busy, total), (15, 100));
         assert!(parse_machine_ticks("cpu0 1 2 3 4 5").is_none());
+    }
+
+    #[test]
+    fn own_process_is_found_by_name() {
+        let me = fs::read_to_string("/proc/self/comm").unwrap();
+        assert!(pids_named(me.trim_end()).contains(&std::process::id()));
+        assert!(pids_named("no-such-process-name").is_empty());
     }
 
     #[test]

@@ -48,6 +48,12 @@ pub struct ScenarioResult {
     pub ratio_to_sql_rows: Option<f64>,
     #[serde(default)]
     pub ratio_to_sql_commits: Option<f64>,
+    /// msg/s divided by the same case's on RabbitMQ and on NATS JetStream
+    /// (Queen's scenarios only).
+    #[serde(default)]
+    pub ratio_to_rabbitmq: Option<f64>,
+    #[serde(default)]
+    pub ratio_to_nats: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub series: Vec<SeriesPoint>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -69,7 +75,20 @@ impl ScenarioResult {
     pub fn detail(&mut self, key: &str, value: impl Into<serde_json::Value>) {
         self.details.insert(key.to_owned(), value.into());
     }
+
+    /// Server CPU per message in µs: broker and PostgreSQL for Queen, the
+    /// broker's process for a peer.
+    pub fn server_cpu_us_per_msg(&self) -> Option<f64> {
+        let res = self.resources.as_ref()?;
+        if self.messages == 0 || self.kind.starts_with("sql") || self.kind.starts_with("wake") {
+            return None;
+        }
+        Some(1e6 * (res.broker_cpu_s? + res.pg_cpu_s) / self.messages as f64)
+    }
 }
+
+/// Id prefixes of the peer brokers' scenarios.
+pub const PEERS: [&str; 2] = ["rabbitmq", "nats"];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -111,6 +130,9 @@ pub struct SuiteReport {
     pub targets: Vec<TargetCheck>,
     #[serde(default)]
     pub comparison: Vec<Comparison>,
+    /// Systems left out of the run, and why (a peer that did not answer).
+    #[serde(default)]
+    pub skipped: Vec<String>,
 }
 
 fn f(v: Option<f64>, digits: usize) -> String {
@@ -136,12 +158,24 @@ impl SuiteReport {
         let commits = self
             .first_of_kind("sql-commit")
             .and_then(|r| r.commits_per_s);
-        for r in &mut self.results {
+        let peer_rate = |peer: &str, id: &str| {
+            self.find(&format!("{peer}/{id}"))
+                .map(|p| p.msg_per_s)
+                .filter(|v| *v > 0.0)
+        };
+        let peer_rates: Vec<(Option<f64>, Option<f64>)> = self
+            .results
+            .iter()
+            .map(|r| (peer_rate(PEERS[0], &r.id), peer_rate(PEERS[1], &r.id)))
+            .collect();
+        for (r, (rabbit, nats)) in self.results.iter_mut().zip(peer_rates) {
             if r.error.is_some() || r.kind.starts_with("sql") || r.kind.starts_with("wake") {
                 continue;
             }
             r.ratio_to_sql_rows = rows.filter(|v| *v > 0.0).map(|v| r.msg_per_s / v);
             r.ratio_to_sql_commits = commits.filter(|v| *v > 0.0).map(|v| r.msg_per_s / v);
+            r.ratio_to_rabbitmq = rabbit.map(|v| r.msg_per_s / v);
+            r.ratio_to_nats = nats.map(|v| r.msg_per_s / v);
         }
     }
 
@@ -274,7 +308,89 @@ impl SuiteReport {
             met: peak.map(|v| v < 64.0),
         });
         let _ = commits;
+        out.extend(self.peer_targets());
         self.targets = out;
+    }
+
+    /// Issue 19's targets against the peers, on the comparison cases (16
+    /// requests in flight, 16 partitions); "not measured" when a case or its
+    /// peer run is missing.
+    fn peer_targets(&self) -> Vec<TargetCheck> {
+        let check = |target: String, measured: Option<(String, bool)>| TargetCheck {
+            target,
+            met: measured.as_ref().map(|m| m.1),
+            measured: measured.map_or_else(|| "not measured".into(), |m| m.0),
+        };
+        let vs_rabbit = |id: &str, want: f64| {
+            let r = self.find(id)?;
+            let x = r.ratio_to_rabbitmq?;
+            Some((
+                format!("{:.0} msg/s, {x:.2}x RabbitMQ", r.msg_per_s),
+                x >= want,
+            ))
+        };
+        let cpu = |id: &str, max: f64| {
+            let us = self.find(id)?.server_cpu_us_per_msg()?;
+            Some((format!("{us:.1} µs"), us <= max))
+        };
+        let mut out = Vec::new();
+        for (id, want) in [
+            ("pop-ack/b100/c16/p16", 1.0),
+            ("pop-ack/b1/c16/p16", 1.0),
+            ("e2e/b100/n16/c16/p16/rmax", 1.0),
+            ("push/b100/n16/p16", 1.5),
+            ("push/b1/n16/p16", 1.0),
+            ("push/b1/n64/p16", 1.0),
+        ] {
+            out.push(check(
+                format!("{id} vs RabbitMQ >= {want:.1}x"),
+                vs_rabbit(id, want),
+            ));
+        }
+        out.push(check(
+            "pop-ack/b100/c16/p16 server CPU <= 12 µs per message".into(),
+            cpu("pop-ack/b100/c16/p16", 12.0),
+        ));
+        out.push(check(
+            "e2e/b100/n16/c16/p16/rmax server CPU <= 30 µs per message".into(),
+            cpu("e2e/b100/n16/c16/p16/rmax", 30.0),
+        ));
+        let per_request = self.find("pop-ack/b1/c16/p16").and_then(|r| {
+            let res = r.resources.as_ref()?;
+            let pops = r.details.get("popRequests")?.as_f64()?;
+            let empty = r
+                .details
+                .get("emptyPops")
+                .and_then(serde_json::Value::as_f64);
+            let full = pops - empty.unwrap_or(0.0);
+            (full > 0.0).then(|| {
+                let us = 1e6 * res.pg_cpu_s / full;
+                (format!("{us:.0} µs"), us < 150.0)
+            })
+        });
+        out.push(check(
+            "pop-ack/b1/c16/p16 PostgreSQL CPU per pop+ack request < 150 µs".into(),
+            per_request,
+        ));
+        out.push(check(
+            "e2e/b100/n16/c16/p16/r50% p99 < 50 ms".into(),
+            self.find("e2e/b100/n16/c16/p16/r50%").and_then(|r| {
+                let p99 = r.latency.p99_ms?;
+                Some((format!("p99 {p99:.1} ms"), p99 < 50.0))
+            }),
+        ));
+        let nats: Vec<(&str, f64)> = self
+            .results
+            .iter()
+            .filter_map(|r| Some((r.id.as_str(), r.ratio_to_nats?)))
+            .collect();
+        out.push(check(
+            "stretch: every case within 2x of NATS JetStream (>= 0.5x)".into(),
+            nats.iter()
+                .min_by(|a, b| a.1.total_cmp(&b.1))
+                .map(|(id, x)| (format!("lowest {x:.2}x ({id})"), *x >= 0.5)),
+        ));
+        out
     }
 
     /// Compares with a previous run: a throughput drop beyond `pct` percent, or a
@@ -333,7 +449,7 @@ impl SuiteReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "{:<30} {:>9} {:>9} {:>5} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>8} {:>9} {:>6} {:>6} {:>6}",
+            "{:<38} {:>9} {:>9} {:>5} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6}",
             "scenario",
             "msgs",
             "msg/s",
@@ -346,13 +462,16 @@ impl SuiteReport {
             "RSS MB",
             "commit/s",
             "rows/s",
+            "srvµs/m",
             "xRows",
             "xCmt",
+            "xRMQ",
+            "xNATS",
             "other%"
         );
         for r in &self.results {
             if let Some(e) = &r.error {
-                let _ = writeln!(out, "{:<30} FAILED: {e}", r.id);
+                let _ = writeln!(out, "{:<38} FAILED: {e}", r.id);
                 continue;
             }
             let res = r.resources.as_ref();
@@ -361,7 +480,7 @@ impl SuiteReport {
             let commits = r.commits_per_s.or_else(|| res.map(|x| x.pg_commits_per_s));
             let _ = writeln!(
                 out,
-                "{:<30} {:>9} {:>9.0} {:>5} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>8} {:>9} {:>6} {:>6} {:>6}",
+                "{:<38} {:>9} {:>9.0} {:>5} {:>8} {:>8} {:>8} {:>6} {:>7} {:>7} {:>8} {:>9} {:>7} {:>6} {:>6} {:>6} {:>6} {:>6}",
                 r.id,
                 r.messages,
                 r.msg_per_s,
@@ -374,8 +493,11 @@ impl SuiteReport {
                 f(res.and_then(|x| x.broker_rss_peak_mb), 1),
                 f(commits, 0),
                 f(res.map(|x| x.pg_rows_per_s), 0),
+                f(r.server_cpu_us_per_msg(), 1),
                 f(r.ratio_to_sql_rows, 2),
                 f(r.ratio_to_sql_commits, 2),
+                f(r.ratio_to_rabbitmq, 2),
+                f(r.ratio_to_nats, 2),
                 f(
                     res.map(|x| 100.0 * x.other_cpu_s / (x.seconds.max(1e-9) * cpus())),
                     0
@@ -386,8 +508,10 @@ impl SuiteReport {
             out,
             "\nlat: what the percentiles measure (push/pop request, e2e push answered -> received, \
              wake, txn = one SQL transaction); brkCPU: broker CPU seconds; RSS: broker peak; \
-             commit/s, rows/s: pg_stat_database deltas; xRows/xCmt: msg/s over the plain-SQL \
-             row rate / commit rate; other%: machine CPU used by other processes"
+             commit/s, rows/s: pg_stat_database deltas; srvµs/m: server CPU per message (broker + \
+             PostgreSQL for Queen, the broker process for a peer); xRows/xCmt: msg/s over the \
+             plain-SQL row rate / commit rate; xRMQ/xNATS: msg/s over the same case on RabbitMQ / \
+             NATS JetStream; other%: machine CPU used by other processes"
         );
         if !self.targets.is_empty() {
             let _ = writeln!(out, "\ntargets:");
@@ -428,12 +552,12 @@ impl SuiteReport {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "| scenario | msgs | msg/s | latency of | p50 ms | p99 ms | p99.9 ms | broker CPU s | broker CPU % | broker RSS peak MB | PG commits/s | PG rows/s | PG rows/msg | x SQL rows | x SQL commits | other CPU % |"
+            "| scenario | msgs | msg/s | latency of | p50 ms | p99 ms | p99.9 ms | broker CPU s | broker CPU % | broker RSS peak MB | PG commits/s | PG rows/s | PG rows/msg | server CPU µs/msg | x SQL rows | x SQL commits | x RabbitMQ | x NATS | other CPU % |"
         );
-        let _ = writeln!(out, "|{}", "---|".repeat(16));
+        let _ = writeln!(out, "|{}", "---|".repeat(19));
         for r in &self.results {
             if let Some(e) = &r.error {
-                let _ = writeln!(out, "| {} | FAILED: {e} |{}", r.id, " |".repeat(14));
+                let _ = writeln!(out, "| {} | FAILED: {e} |{}", r.id, " |".repeat(17));
                 continue;
             }
             let res = r.resources.as_ref();
@@ -444,7 +568,7 @@ impl SuiteReport {
                 .and_then(serde_json::Value::as_f64);
             let _ = writeln!(
                 out,
-                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.id,
                 r.messages,
                 r.msg_per_s,
@@ -458,11 +582,15 @@ impl SuiteReport {
                 f(commits, 0),
                 f(res.map(|x| x.pg_rows_per_s), 0),
                 f(rows_per_msg, 2),
+                f(r.server_cpu_us_per_msg(), 1),
                 f(r.ratio_to_sql_rows, 2),
                 f(r.ratio_to_sql_commits, 2),
+                f(r.ratio_to_rabbitmq, 2),
+                f(r.ratio_to_nats, 2),
                 f(res.map(|x| 100.0 * x.other_cpu_s / (x.seconds.max(1e-9) * cpus())), 0),
             );
         }
+        out.push_str(&self.side_by_side());
         if !self.targets.is_empty() {
             let _ = writeln!(out, "\n| target | measured | met |\n|---|---|---|");
             for t in &self.targets {
@@ -473,6 +601,44 @@ impl SuiteReport {
                 };
                 let _ = writeln!(out, "| {} | {} | {met} |", t.target, t.measured);
             }
+        }
+        out
+    }
+
+    /// Queen's load cases next to the same cases on the peers (Markdown;
+    /// empty when no peer ran): msg/s and server CPU µs per message of each.
+    pub fn side_by_side(&self) -> String {
+        let peer_ran =
+            |r: &ScenarioResult| PEERS.iter().any(|p| r.id.starts_with(&format!("{p}/")));
+        if !self.results.iter().any(peer_ran) {
+            return String::new();
+        }
+        let mut out = String::from(
+            "\n| case | Queen msg/s | Queen µs/msg | RabbitMQ msg/s | RabbitMQ µs/msg | NATS msg/s | NATS µs/msg | x RabbitMQ | x NATS |\n|---|---|---|---|---|---|---|---|---|\n",
+        );
+        let cell = |r: Option<&ScenarioResult>| match r {
+            Some(r) => (
+                format!("{:.0}", r.msg_per_s),
+                f(r.server_cpu_us_per_msg(), 1),
+            ),
+            None => ("-".to_owned(), "-".to_owned()),
+        };
+        for r in self.results.iter().filter(|r| {
+            r.error.is_none()
+                && !peer_ran(r)
+                && !r.kind.starts_with("sql")
+                && !r.kind.starts_with("wake")
+        }) {
+            let (q, qc) = cell(Some(r));
+            let (rb, rbc) = cell(self.find(&format!("{}/{}", PEERS[0], r.id)));
+            let (n, nc) = cell(self.find(&format!("{}/{}", PEERS[1], r.id)));
+            let _ = writeln!(
+                out,
+                "| {} | {q} | {qc} | {rb} | {rbc} | {n} | {nc} | {} | {} |",
+                r.id,
+                f(r.ratio_to_rabbitmq, 2),
+                f(r.ratio_to_nats, 2)
+            );
         }
         out
     }
@@ -543,10 +709,24 @@ mod tests {
                 result("push/b100/n16/p10000", "push", 180_000.0, 10.0),
                 result("push/b1/n64/p64", "push", 70_000.0, 10.0),
                 result("wake/same", "wake", 0.0, 3.0),
+                result("rabbitmq/push/b100/n16/p64", "push", 100_000.0, 10.0),
+                result("nats/push/b100/n16/p64", "push", 400_000.0, 10.0),
+                result("push/b1/n16/p16", "push", 8_000.0, 10.0),
+                result("rabbitmq/push/b1/n16/p16", "push", 10_000.0, 10.0),
             ],
             ..SuiteReport::default()
         };
         rep.compute_ratios();
+        assert_eq!(rep.results[2].ratio_to_rabbitmq, Some(2.0));
+        assert_eq!(rep.results[2].ratio_to_nats, Some(0.5));
+        assert_eq!(
+            rep.results[3].ratio_to_rabbitmq, None,
+            "no peer run of that case"
+        );
+        assert_eq!(
+            rep.results[6].ratio_to_rabbitmq, None,
+            "a peer is not compared with itself"
+        );
         assert_eq!(rep.results[2].ratio_to_sql_rows, Some(0.5));
         assert_eq!(rep.results[4].ratio_to_sql_commits, Some(2.8));
         assert_eq!(rep.results[5].ratio_to_sql_rows, None);
@@ -563,7 +743,22 @@ mod tests {
         assert_eq!(met("push 10000"), Some(true));
         assert_eq!(met("long-poll wake p50 (wake)"), Some(true));
         assert_eq!(met("long-poll wake p50 (wake-mesh)"), None);
+        assert_eq!(met("push/b1/n16/p16 vs RabbitMQ"), Some(false));
+        assert_eq!(met("push/b100/n16/p16 vs RabbitMQ"), None);
+        assert_eq!(met("stretch"), Some(true), "the one case run on NATS: 0.5x");
         assert!(rep.table().contains("MISS"));
+        let sbs = rep.side_by_side();
+        assert!(
+            sbs.contains(
+                "| push/b100/n16/p64 | 200000 | - | 100000 | - | 400000 | - | 2.00 | 0.50 |"
+            ),
+            "{sbs}"
+        );
+        assert!(
+            !sbs.contains("| rabbitmq/"),
+            "peers' rows are columns: {sbs}"
+        );
+        assert_eq!(SuiteReport::default().side_by_side(), "");
     }
 
     #[test]

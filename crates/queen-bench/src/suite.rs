@@ -22,8 +22,10 @@ use tokio::time::Instant;
 use crate::api::{AckItem, Api, PopParams};
 use crate::baseline;
 use crate::broker::{free_port, Broker, BrokerSpec, MeshSide};
-use crate::load::{self, ConsumeSpec, Engine, ProduceSpec, RunState};
+use crate::cases::{self, System};
+use crate::load::{self, RunState};
 use crate::meter::{Meter, Resources, Stopped};
+use crate::peers::{Peer, PeerArgs, Session};
 use crate::pg::{Monitor, PgArgs};
 use crate::procstat;
 use crate::results::{ScenarioResult, SuiteReport};
@@ -56,6 +58,13 @@ pub struct SuiteConfig {
     pub broker_env: Vec<(String, String)>,
     #[command(flatten)]
     pub pg: PgArgs,
+    /// Systems every push, pop-ack, e2e and fan-out case runs on, in this
+    /// order: queen, rabbitmq, nats. A peer that does not answer at the start
+    /// is skipped with a line saying so.
+    #[arg(long, value_delimiter = ',', default_value = "queen,rabbitmq,nats")]
+    pub systems: Vec<String>,
+    #[command(flatten)]
+    pub peers: PeerArgs,
     /// Which groups of scenarios to run.
     #[arg(
         long,
@@ -111,6 +120,11 @@ pub struct SuiteConfig {
     /// Pause between parking the pop and pushing, in ms.
     #[arg(long, default_value_t = 30)]
     pub wake_park_ms: u64,
+    /// Record the busiest statements of each scenario (`pg_stat_statements`,
+    /// which the server must preload; use `track = all` to see the
+    /// statements inside functions) and its functions' counters in the report.
+    #[arg(long)]
+    pub pg_statements: bool,
     /// Longest wait for PostgreSQL's statistics to settle after a scenario.
     #[arg(long, default_value_t = 5000)]
     pub pg_settle_ms: u64,
@@ -216,22 +230,26 @@ pub fn parse_case(text: &str) -> Result<Case> {
     Ok(case)
 }
 
-/// Where a scenario runs.
-struct Env {
-    api: Api,
-    pid: Option<u32>,
-    db: String,
+/// Where a Queen scenario runs.
+pub struct Env {
+    pub api: Api,
+    pub pid: Option<u32>,
+    pub db: String,
     broker: Option<Broker>,
     owned_db: bool,
-    idle_rss_mb: Option<f64>,
+    pub idle_rss_mb: Option<f64>,
 }
 
-struct Suite {
-    cfg: SuiteConfig,
-    monitor: Monitor,
+pub struct Suite {
+    pub cfg: SuiteConfig,
+    pub monitor: Monitor,
     spec: Option<BrokerSpec>,
     run_id: String,
     counter: u32,
+    /// Sessions to the peers that answered at the start of the run.
+    peers: Vec<(Peer, Arc<Session>)>,
+    /// The systems each load case runs on (unreachable peers left out).
+    systems: Vec<System>,
 }
 
 fn rss_mb(pid: Option<u32>) -> Option<f64> {
@@ -252,8 +270,17 @@ impl Suite {
         Ok(db)
     }
 
+    /// The session to `peer` opened at the start of the run.
+    pub fn session(&self, peer: Peer) -> Result<Arc<Session>> {
+        self.peers
+            .iter()
+            .find(|(p, _)| *p == peer)
+            .map(|(_, s)| Arc::clone(s))
+            .with_context(|| format!("{} is not connected", peer.name()))
+    }
+
     /// A broker for one scenario: fresh database and process, or the external one.
-    async fn env(&mut self, name: &str) -> Result<Env> {
+    pub async fn env(&mut self, name: &str) -> Result<Env> {
         let Some(spec) = self.spec.clone() else {
             let url = self
                 .cfg
@@ -292,7 +319,7 @@ impl Suite {
         })
     }
 
-    async fn release(&self, env: Env) {
+    pub async fn release(&self, env: Env) {
         if let Some(b) = env.broker {
             b.stop().await;
         }
@@ -306,7 +333,7 @@ impl Suite {
     /// Ends a measurement: RSS two seconds after the load, then the broker is
     /// stopped (its backends flush their statistics on exit, so the deltas
     /// are complete), then the statistics are read.
-    async fn finish(
+    pub async fn finish(
         &self,
         env: &mut Env,
         stopped: Stopped,
@@ -330,7 +357,7 @@ impl Suite {
     /// restarted on the same database, so the preparation's statistics are
     /// flushed and the measured broker starts clean; an external one only
     /// waits for the statistics to settle.
-    async fn restart(&self, env: &mut Env) -> Result<()> {
+    pub async fn restart(&self, env: &mut Env) -> Result<()> {
         let Some(spec) = &self.spec else {
             self.monitor.settle(&env.db, self.settle()).await?;
             return Ok(());
@@ -348,11 +375,11 @@ impl Suite {
         Ok(())
     }
 
-    fn settle(&self) -> Duration {
+    pub fn settle(&self) -> Duration {
         Duration::from_millis(self.cfg.pg_settle_ms)
     }
 
-    fn seconds(&self, c: &Case) -> f64 {
+    pub fn seconds(&self, c: &Case) -> f64 {
         c.s.unwrap_or(self.cfg.seconds)
     }
 }
@@ -364,7 +391,15 @@ pub async fn run_suite(cfg: SuiteConfig) -> Result<bool> {
     let run_id = format!("{started_unix}");
     let run_dir = cfg.out_dir.join(format!("run-{run_id}"));
     std::fs::create_dir_all(&run_dir).with_context(|| format!("creating {}", run_dir.display()))?;
-    let monitor = Monitor::connect(&cfg.pg).await?;
+    let mut monitor = Monitor::connect(&cfg.pg).await?;
+    if cfg.pg_statements {
+        monitor.enable_statements().await?;
+    }
+    let systems = cfg
+        .systems
+        .iter()
+        .map(|s| System::parse(s))
+        .collect::<Result<Vec<_>>>()?;
 
     let spec = match &cfg.broker_bin {
         Some(bin) => {
@@ -379,8 +414,8 @@ pub async fn run_suite(cfg: SuiteConfig) -> Result<bool> {
                 env: cfg.broker_env.clone(),
             })
         }
-        None if cfg.url.is_some() => None,
-        None => bail!("give --broker-bin PATH or --url URL"),
+        None if cfg.url.is_some() || !systems.contains(&System::Queen) => None,
+        None => bail!("give --broker-bin PATH or --url URL (or leave queen out of --systems)"),
     };
 
     let mut report = SuiteReport {
@@ -406,12 +441,22 @@ pub async fn run_suite(cfg: SuiteConfig) -> Result<bool> {
         run_dir.display()
     );
 
+    let peers = cases::open_peers(&systems, &cfg.peers, &mut report.skipped).await;
+    let systems: Vec<System> = systems
+        .into_iter()
+        .filter(|s| match s {
+            System::Queen => true,
+            System::Peer(p) => peers.iter().any(|(q, _)| q == p),
+        })
+        .collect();
     let mut suite = Suite {
         cfg,
         monitor,
         spec,
         run_id,
         counter: 0,
+        peers,
+        systems,
     };
     let chosen = suite.cfg.scenarios.clone();
     let wants = |s: &str| chosen.iter().any(|x| x == s || x == "all");
@@ -422,28 +467,34 @@ pub async fn run_suite(cfg: SuiteConfig) -> Result<bool> {
             push_result(&mut report, r, &text, "sql");
         }
     }
-    if wants("push") {
-        for text in suite.cfg.push_cases.clone() {
-            let r = push_case(&mut suite, &text).await;
-            push_result(&mut report, r, &format!("push/{text}"), "push");
+    // Each case runs on every system in turn, so the systems of one case are
+    // measured minutes apart rather than a whole suite apart.
+    let systems = suite.systems.clone();
+    for (group, fanout) in [
+        ("push", false),
+        ("pop-ack", false),
+        ("e2e", false),
+        ("fanout", true),
+    ] {
+        if !wants(group) {
+            continue;
         }
-    }
-    if wants("pop-ack") {
-        for text in suite.cfg.pop_ack_cases.clone() {
-            let r = pop_ack_case(&mut suite, &text).await;
-            push_result(&mut report, r, &format!("pop-ack/{text}"), "pop-ack");
-        }
-    }
-    if wants("e2e") {
-        for text in suite.cfg.e2e_cases.clone() {
-            let r = live_case(&mut suite, &report, &text, false).await;
-            push_result(&mut report, r, &format!("e2e/{text}"), "e2e");
-        }
-    }
-    if wants("fanout") {
-        for text in suite.cfg.fanout_cases.clone() {
-            let r = live_case(&mut suite, &report, &text, true).await;
-            push_result(&mut report, r, &format!("fanout/{text}"), "fanout");
+        let texts = match group {
+            "push" => suite.cfg.push_cases.clone(),
+            "pop-ack" => suite.cfg.pop_ack_cases.clone(),
+            "e2e" => suite.cfg.e2e_cases.clone(),
+            _ => suite.cfg.fanout_cases.clone(),
+        };
+        for text in texts {
+            for &system in &systems {
+                let r = match group {
+                    "push" => cases::push_case(&mut suite, system, &text).await,
+                    "pop-ack" => cases::pop_ack_case(&mut suite, system, &text).await,
+                    _ => cases::live_case(&mut suite, system, &report, &text, fanout).await,
+                };
+                let id = format!("{}{group}/{text}", system.prefix());
+                push_result(&mut report, r, &id, group);
+            }
         }
     }
     if wants("wake") {
@@ -643,7 +694,7 @@ async fn sql_case(suite: &mut Suite, text: &str) -> Result<ScenarioResult> {
     result
 }
 
-fn queue_name(prefix: &str) -> String {
+pub fn queue_name(prefix: &str) -> String {
     format!(
         "bench-{prefix}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..8]
@@ -652,7 +703,7 @@ fn queue_name(prefix: &str) -> String {
 
 /// Creates the queue and all its partitions (one message each, unmeasured),
 /// so a measured run sees steady state rather than partition creation.
-async fn warm_partitions(
+pub async fn warm_partitions(
     api: &Api,
     queue: &str,
     partitions: u32,
@@ -687,7 +738,7 @@ async fn warm_partitions(
 }
 
 /// Pops and acks everything in the queue (unmeasured), wide pops.
-async fn drain_all(api: &Api, queue: &str, expected: u64, within: Duration) -> Result<u64> {
+pub async fn drain_all(api: &Api, queue: &str, expected: u64, within: Duration) -> Result<u64> {
     let params = PopParams {
         batch: 1000,
         partitions: 200,
@@ -724,304 +775,6 @@ async fn drain_all(api: &Api, queue: &str, expected: u64, within: Duration) -> R
         }
     }
     Ok(got)
-}
-
-async fn push_case(suite: &mut Suite, text: &str) -> Result<ScenarioResult> {
-    let case = parse_case(text)?;
-    let spec = ProduceSpec {
-        messages: case.m.unwrap_or(suite.cfg.messages),
-        seconds: suite.seconds(&case),
-        producers: case.n.unwrap_or(16),
-        batch: case.b.unwrap_or(100),
-        partitions: case.p.unwrap_or(64),
-        payload_bytes: suite.cfg.payload_bytes,
-        rate: None,
-    };
-    let id = format!(
-        "push/b{}/n{}/p{}",
-        spec.batch, spec.producers, spec.partitions
-    );
-    eprintln!(
-        "-- {id}: {} producers, batch {}, {} partitions, up to {} msgs / {}s",
-        spec.producers, spec.batch, spec.partitions, spec.messages, spec.seconds
-    );
-    let mut env = suite.env("push").await?;
-    let result = async {
-        let queue = queue_name("push");
-        warm_partitions(&env.api, &queue, spec.partitions, spec.payload_bytes).await?;
-        suite.restart(&mut env).await?;
-        let run = RunState::new(queue, spec.messages);
-        let engine = Engine {
-            api: &env.api,
-            run,
-            label: id.clone(),
-            broker_pid: env.pid,
-            progress: true,
-        };
-        let meter = Meter::start(env.pid, &suite.monitor, &suite.cfg.pg, &env.db).await?;
-        let out = engine.run(Some(&spec), None).await?;
-        let (res, rss_after) = suite
-            .finish(&mut env, meter.stop(), Some(out.push_seconds))
-            .await?;
-        let mut r = ScenarioResult {
-            id: id.clone(),
-            kind: "push".into(),
-            messages: out.pushed,
-            seconds: out.push_seconds,
-            msg_per_s: out.pushed as f64 / out.push_seconds.max(1e-9),
-            latency_of: "push request".into(),
-            latency: out.push_latency,
-            resources: Some(res),
-            broker_idle_rss_mb: env.idle_rss_mb,
-            ..ScenarioResult::default()
-        };
-        r.detail("pushRequests", out.push_requests);
-        r.detail("complete", out.pushed >= spec.messages);
-        r.broker_rss_after_mb = rss_after;
-        anyhow::Ok(r)
-    }
-    .await;
-    suite.release(env).await;
-    result
-}
-
-async fn pop_ack_case(suite: &mut Suite, text: &str) -> Result<ScenarioResult> {
-    let case = parse_case(text)?;
-    let partitions = case.p.unwrap_or(64);
-    let fill = case.m.unwrap_or(suite.cfg.fill_messages);
-    let consume = ConsumeSpec {
-        groups: vec![None],
-        consumers_per_group: case.c.unwrap_or(16),
-        batch: case.b.unwrap_or(100),
-        pop_partitions: 1,
-        wait_ms: 1000,
-        seconds: suite.seconds(&case) + suite.cfg.drain_seconds,
-        prefilled: fill,
-    };
-    let id = format!(
-        "pop-ack/b{}/c{}/p{partitions}",
-        consume.batch, consume.consumers_per_group
-    );
-    eprintln!(
-        "-- {id}: pre-fill {fill} msgs, then {} consumers drain with batch {}",
-        consume.consumers_per_group, consume.batch
-    );
-    let mut env = suite.env("popack").await?;
-    let result = async {
-        let run = RunState::new(queue_name("popack"), fill);
-        let fill_spec = ProduceSpec {
-            messages: fill,
-            seconds: 300.0,
-            producers: 16,
-            batch: 100,
-            partitions,
-            payload_bytes: suite.cfg.payload_bytes,
-            rate: None,
-        };
-        let filler = Engine {
-            api: &env.api,
-            run: Arc::clone(&run),
-            label: format!("{id} fill"),
-            broker_pid: env.pid,
-            progress: true,
-        };
-        let filled = filler.run(Some(&fill_spec), None).await?;
-        if filled.pushed < fill {
-            bail!("pre-fill pushed only {} of {fill}", filled.pushed);
-        }
-        suite.restart(&mut env).await?;
-        let engine = Engine {
-            api: &env.api,
-            run,
-            label: id.clone(),
-            broker_pid: env.pid,
-            progress: true,
-        };
-        let meter = Meter::start(env.pid, &suite.monitor, &suite.cfg.pg, &env.db).await?;
-        let out = engine.run(None, Some(&consume)).await?;
-        let (res, rss_after) = suite
-            .finish(&mut env, meter.stop(), Some(out.consume_seconds))
-            .await?;
-        let mut r = ScenarioResult {
-            id: id.clone(),
-            kind: "pop-ack".into(),
-            messages: out.delivered,
-            seconds: out.consume_seconds,
-            msg_per_s: out.delivered as f64 / out.consume_seconds.max(1e-9),
-            latency_of: "pop request".into(),
-            latency: out.pop_latency,
-            resources: Some(res),
-            broker_idle_rss_mb: env.idle_rss_mb,
-            ..ScenarioResult::default()
-        };
-        r.latencies.insert("ack request".into(), out.ack_latency);
-        r.latencies
-            .insert("fill push request".into(), filled.push_latency);
-        r.detail("prefilled", fill);
-        r.detail(
-            "fillMsgPerS",
-            filled.pushed as f64 / filled.push_seconds.max(1e-9),
-        );
-        consumer_details(&mut r, &out);
-        r.broker_rss_after_mb = rss_after;
-        anyhow::Ok(r)
-    }
-    .await;
-    suite.release(env).await;
-    result
-}
-
-fn consumer_details(r: &mut ScenarioResult, out: &load::LoadOutcome) {
-    r.detail("complete", out.complete);
-    r.detail("popRequests", out.pop_requests);
-    r.detail("emptyPops", out.empty_pops);
-    r.detail("redelivered", out.redelivered);
-    r.detail("foreign", out.foreign);
-    r.detail("acked", out.acked);
-    r.detail("ackFailures", out.ack_failures);
-    if let Some(e) = &out.first_ack_error {
-        r.detail("firstAckError", e.clone());
-    }
-    r.detail("receivedPerGroup", out.received.clone());
-    if !out.complete {
-        r.detail(
-            "note",
-            format!(
-                "incomplete: groups received {:?} of {} pushed",
-                out.received, out.pushed
-            ),
-        );
-    }
-}
-
-/// End-to-end (queue mode) and fan-out (`g` groups) runs.
-async fn live_case(
-    suite: &mut Suite,
-    report: &SuiteReport,
-    text: &str,
-    fanout: bool,
-) -> Result<ScenarioResult> {
-    let case = parse_case(text)?;
-    let batch = case.b.unwrap_or(100);
-    let producers = case.n.unwrap_or(16);
-    let consumers = case.c.unwrap_or(16);
-    let partitions = case.p.unwrap_or(64);
-    let groups = if fanout { case.g.unwrap_or(4) } else { 1 };
-    let seconds = suite.seconds(&case);
-    let rate_spec = case.r.unwrap_or(Rate::Max);
-    let kind = if fanout { "fanout" } else { "e2e" };
-    let id = if fanout {
-        format!("fanout/b{batch}/n{producers}/g{groups}/c{consumers}/p{partitions}")
-    } else {
-        let r = match rate_spec {
-            Rate::Max => "rmax".to_owned(),
-            Rate::Fixed(v) => format!("r{v:.0}"),
-            Rate::HalfOfMax(f) => format!("r{:.0}%", f * 100.0),
-        };
-        format!("e2e/b{batch}/n{producers}/c{consumers}/p{partitions}/{r}")
-    };
-    let rate = match rate_spec {
-        Rate::Max => None,
-        Rate::Fixed(v) => Some(v),
-        Rate::HalfOfMax(f) => {
-            let max_id = format!("e2e/b{batch}/n{producers}/c{consumers}/p{partitions}/rmax");
-            let max = report
-                .find(&max_id)
-                .with_context(|| format!("{id} needs {max_id} to run first"))?;
-            Some((max.msg_per_s * f).max(1.0))
-        }
-    };
-    let messages = match (case.m, rate) {
-        (Some(m), _) => m,
-        (None, Some(r)) => ((r * seconds) as u64).max(1),
-        (None, None) if fanout => suite.cfg.fill_messages,
-        (None, None) => suite.cfg.messages,
-    };
-    let produce = ProduceSpec {
-        messages,
-        seconds,
-        producers,
-        batch,
-        partitions,
-        payload_bytes: suite.cfg.payload_bytes,
-        rate,
-    };
-    let consume = ConsumeSpec {
-        groups: if fanout {
-            (0..groups).map(|g| Some(format!("bench-g{g}"))).collect()
-        } else {
-            vec![None]
-        },
-        consumers_per_group: consumers,
-        batch,
-        pop_partitions: 1,
-        wait_ms: 1000,
-        seconds: seconds + suite.cfg.drain_seconds,
-        prefilled: 0,
-    };
-    eprintln!(
-        "-- {id}: {producers} producers, {} x {consumers} consumers, batch {batch}, {partitions} partitions, {}",
-        consume.groups.len(),
-        rate.map_or_else(|| "flat out".to_owned(), |r| format!("offered {r:.0} msg/s"))
-    );
-    let mut env = suite.env(kind).await?;
-    let result = async {
-        let queue = queue_name(kind);
-        if !fanout {
-            // Create the partitions, then take the warm-up messages away again.
-            let warm =
-                warm_partitions(&env.api, &queue, partitions, suite.cfg.payload_bytes).await?;
-            drain_all(&env.api, &queue, warm, Duration::from_secs(120)).await?;
-            suite.restart(&mut env).await?;
-        }
-        let run = RunState::new(queue, messages);
-        let engine = Engine {
-            api: &env.api,
-            run,
-            label: id.clone(),
-            broker_pid: env.pid,
-            progress: true,
-        };
-        let meter = Meter::start(env.pid, &suite.monitor, &suite.cfg.pg, &env.db).await?;
-        let out = engine.run(Some(&produce), Some(&consume)).await?;
-        let stopped = meter.stop();
-        let resource_series = stopped.series().to_vec();
-        let secs = out.consume_seconds.max(1e-9);
-        let (res, rss_after) = suite.finish(&mut env, stopped, Some(secs)).await?;
-        let mut r = ScenarioResult {
-            id: id.clone(),
-            kind: kind.into(),
-            messages: out.delivered,
-            seconds: out.consume_seconds,
-            msg_per_s: out.delivered as f64 / secs,
-            latency_of: "e2e".into(),
-            latency: out.e2e,
-            resources: Some(res),
-            broker_idle_rss_mb: env.idle_rss_mb,
-            series: out.series.clone(),
-            resource_series,
-            ..ScenarioResult::default()
-        };
-        r.latencies.insert("push request".into(), out.push_latency);
-        r.latencies.insert("pop request".into(), out.pop_latency);
-        r.latencies.insert("ack request".into(), out.ack_latency);
-        if let Some(rate) = rate {
-            r.detail("offeredMsgPerS", rate);
-        }
-        r.detail("pushed", out.pushed);
-        r.detail(
-            "pushMsgPerS",
-            out.pushed as f64 / out.push_seconds.max(1e-9),
-        );
-        r.detail("earlyDeliveries", out.early);
-        r.detail("groups", groups);
-        consumer_details(&mut r, &out);
-        r.broker_rss_after_mb = rss_after;
-        anyhow::Ok(r)
-    }
-    .await;
-    suite.release(env).await;
-    result
 }
 
 /// Parks a pop on `pop_api`, pushes one message through `push_api`, and
