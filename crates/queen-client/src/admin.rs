@@ -22,7 +22,6 @@ use crate::types::{Maintenance, Seek};
 /// };
 /// ```
 #[derive(Debug, Clone, Default)]
-#[non_exhaustive]
 pub struct MessageFilter {
     pub queue: Option<String>,
     pub partition: Option<String>,

@@ -25,7 +25,6 @@ use crate::types::{PushItem, PushStatus};
 /// assert_eq!(options.capacity, 400);
 /// ```
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct BufferOptions {
     /// Send once this many messages wait (default 100, as the official clients).
     pub max_messages: usize,

@@ -268,6 +268,8 @@ impl Queue {
                     let batch = u64::from(self.batch.unwrap_or(1));
                     let taken = counters.taken.fetch_add(batch, Ordering::Relaxed);
                     if taken >= limit {
+                        // the rest is claimed; a worker whose pop comes back short takes it up
+                        counters.taken.fetch_sub(batch, Ordering::Relaxed);
                         return Ok(());
                     }
                     let granted = batch.min(limit - taken);

@@ -31,7 +31,6 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(30);
 /// assert_eq!(policy.first_backoff, Duration::from_millis(100));
 /// ```
 #[derive(Debug, Clone)]
-#[non_exhaustive]
 pub struct RetryPolicy {
     /// Attempts per call, the first included (at least 1).
     pub attempts: u32,
