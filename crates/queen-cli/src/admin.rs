@@ -85,11 +85,11 @@ pub async fn status(client: &Client, json: bool) -> Result<(), Failure> {
                 ("ERROR", "/error"),
             ],
         );
-        println!("{}", t.render());
+        crate::outln!("{}", t.render());
         let o = &v["overview"];
         if !o.is_null() {
             let m = &o["messages"];
-            println!(
+            crate::outln!(
                 "queues {}  partitions {}  messages {} (pending {}, processing {}, completed {}, dead letter {})",
                 cell(&o["queues"]), cell(&o["partitions"]), cell(&m["total"]), cell(&m["pending"]),
                 cell(&m["processing"]), cell(&m["completed"]), cell(&m["deadLetter"])
@@ -102,7 +102,7 @@ pub async fn status(client: &Client, json: bool) -> Result<(), Failure> {
                     "off"
                 }
             };
-            println!(
+            crate::outln!(
                 "maintenance: push {}, pop {}, spooled messages {}",
                 onoff(&mt["maintenanceMode"]),
                 onoff(&mt["popMaintenanceMode"]),
@@ -145,7 +145,7 @@ pub async fn queues(
         QueuesCommand::Describe { queue } => {
             let v = client.admin().queue(&queue).await?;
             show(&v, json, |q| {
-                println!(
+                crate::outln!(
                     "queue {}  namespace {}  task {}  created {}",
                     cell(&q["name"]),
                     cell(&q["namespace"]),
@@ -178,9 +178,9 @@ pub async fn queues(
             let v = serde_json::to_value(&r).unwrap_or(Value::Null);
             show(&v, json, |_| {
                 if r.existed {
-                    println!("deleted queue {}", r.queue);
+                    crate::outln!("deleted queue {}", r.queue);
                 } else {
-                    println!("queue {} did not exist", r.queue);
+                    crate::outln!("queue {} did not exist", r.queue);
                 }
             })
         }
@@ -230,14 +230,14 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
     let r = queue.configure_json(&options).await?;
     let v = serde_json::to_value(&r).unwrap_or(Value::Null);
     show(&v, json, |_| {
-        println!("configured queue {}", r.queue);
+        crate::outln!("configured queue {}", r.queue);
         let mut t = Table::new(&["OPTION", "VALUE"]);
         if let Some(map) = r.options.as_object() {
             for (k, val) in map {
                 t.row(vec![k.clone(), cell(val)]);
             }
         }
-        println!("{}", t.render());
+        crate::outln!("{}", t.render());
     })
 }
 
@@ -278,7 +278,7 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
                 );
                 t.print_or("no dead letter");
                 if !t.is_empty() {
-                    println!("{} of {}", items(p, "messages").len(), cell(&p["total"]));
+                    crate::outln!("{} of {}", items(p, "messages").len(), cell(&p["total"]));
                 }
             })
         }
@@ -310,7 +310,7 @@ async fn retry(
         )));
     }
     show(&v, json, |v| {
-        println!(
+        crate::outln!(
             "moved {transaction_id} back into its partition ({})",
             cell(&v["result"])
         );
@@ -333,7 +333,9 @@ async fn delete_message(
             cell(&v["message"])
         )));
     }
-    show(&v, json, |_| println!("deleted message {transaction_id}"))
+    show(&v, json, |_| {
+        crate::outln!("deleted message {transaction_id}")
+    })
 }
 
 pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(), Failure> {
@@ -418,7 +420,7 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
                     .get("partitionsUpdated")
                     .or_else(|| v.get("updated"))
                     .unwrap_or(&Value::Null);
-                println!(
+                crate::outln!(
                     "moved group {} on {}: {} partitions",
                     a.group,
                     a.queue,
@@ -435,7 +437,7 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
                 .delete_consumer_group(&group, queue.as_deref(), !keep_metadata)
                 .await?;
             show(&v, json, |v| {
-                println!(
+                crate::outln!(
                     "deleted group {group}: {} partition cursors",
                     cell(&v["deletedPartitions"])
                 );
@@ -462,7 +464,7 @@ pub async fn maintenance(
     let v = serde_json::to_value(&m).unwrap_or(Value::Null);
     show(&v, json, |_| {
         let onoff = |b: bool| if b { "on" } else { "off" };
-        println!(
+        crate::outln!(
             "push maintenance {} (pushes are {}), pop maintenance {} (pops {}); spooled messages {}",
             onoff(m.maintenance_mode),
             if m.maintenance_mode { "spooled on the broker's disk" } else { "stored" },
@@ -511,7 +513,7 @@ pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Resu
                 .message(&partition_id, &transaction_id)
                 .await?;
             show(&v, json, |m| {
-                println!(
+                crate::outln!(
                     "{} {}/{}  status {}  created {}",
                     cell(&m["transactionId"]),
                     cell(&m["queue"]),
@@ -519,7 +521,7 @@ pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Resu
                     cell(&m["status"]),
                     cell(&m["createdAt"])
                 );
-                println!("{}", m["payload"]);
+                crate::outln!("{}", m["payload"]);
             })
         }
         MessagesCommand::Delete {
@@ -596,14 +598,14 @@ pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(
 
 pub async fn metrics(client: &Client, args: MetricsArgs, json: bool) -> Result<(), Failure> {
     if args.prometheus {
-        print!("{}", client.admin().prometheus().await?);
+        crate::output::write_out(format_args!("{}", client.admin().prometheus().await?));
         return Ok(());
     }
     let v = client.admin().metrics().await?;
     show(&v, json, |v| {
         let mut t = Table::new(&["METRIC", "VALUE"]);
         flatten("", v, &mut t);
-        println!("{}", t.render());
+        crate::outln!("{}", t.render());
     })
 }
 

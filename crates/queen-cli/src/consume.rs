@@ -98,7 +98,7 @@ pub async fn pop(client: &Client, args: PopArgs, json: bool) -> Result<(), Failu
     if json {
         output::json(&messages)?;
     } else if !messages.is_empty() {
-        println!("{}", message_table(&messages).render());
+        crate::outln!("{}", message_table(&messages).render());
     }
     if messages.is_empty() {
         if !json {
@@ -156,11 +156,14 @@ pub async fn tail(client: &Client, args: TailArgs, json: bool) -> Result<(), Fai
         for m in &messages {
             if json {
                 let line = serde_json::to_string(m).map_err(|e| Failure::Error(e.to_string()))?;
-                println!("{line}");
+                crate::outln!("{line}");
             } else {
-                println!(
+                crate::outln!(
                     "{}  {}  {}  {}",
-                    m.created_at, m.partition, m.transaction_id, m.data
+                    m.created_at,
+                    m.partition,
+                    m.transaction_id,
+                    m.data
                 );
             }
         }
@@ -195,7 +198,7 @@ pub async fn ack(client: &Client, args: AckArgs, json: bool) -> Result<(), Failu
         output::json(&result)?;
     } else if result.success {
         let extra = if result.dlq { ", dead-lettered" } else { "" };
-        println!(
+        crate::outln!(
             "acknowledged {} as {}{extra}",
             result.transaction_id,
             status.as_str()

@@ -7,6 +7,28 @@ use std::process::ExitCode;
 use serde::Serialize;
 use serde_json::Value;
 
+/// Writes a line to standard output; a closed pipe (`queen … | head`) ends
+/// the program quietly instead of panicking.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes to standard output, exiting with status 0 once the reader has gone.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("queen: error: write standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
 /// Exit status of a bad invocation or bad input (nothing was sent).
 const EXIT_USAGE: u8 = 2;
 /// Exit status of a pop that found nothing.
@@ -93,7 +115,7 @@ pub fn one_line(e: &queen_client::Error) -> String {
 /// Prints `v` as pretty JSON on standard output.
 pub fn json(v: &impl Serialize) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(v).map_err(|e| Failure::Error(e.to_string()))?;
-    println!("{text}");
+    crate::outln!("{text}");
     Ok(())
 }
 
@@ -182,9 +204,9 @@ impl Table {
     /// Prints the table, or `empty` when it has no rows.
     pub fn print_or(&self, empty: &str) {
         if self.is_empty() {
-            println!("{empty}");
+            crate::outln!("{empty}");
         } else {
-            println!("{}", self.render());
+            crate::outln!("{}", self.render());
         }
     }
 }

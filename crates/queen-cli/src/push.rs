@@ -221,21 +221,21 @@ async fn send(
 fn print_summary(s: &Summary) {
     if let Some([r]) = s.results.as_deref() {
         match &r.status {
-            PushStatus::Queued { message_id, .. } => println!(
+            PushStatus::Queued { message_id, .. } => crate::outln!(
                 "queued in {}/{}: message {message_id}, transaction {}",
                 s.queue, s.partition, r.transaction_id
             ),
-            PushStatus::Duplicate { message_id } => println!(
+            PushStatus::Duplicate { message_id } => crate::outln!(
                 "duplicate: transaction {} is already stored in {}/{} as message {message_id}",
                 r.transaction_id, s.queue, s.partition
             ),
-            PushStatus::Buffered => println!(
+            PushStatus::Buffered => crate::outln!(
                 "buffered: the broker cannot reach its database (or push maintenance is on); \
                  the message (transaction {}) waits in its disk spool and is stored when the database is back",
                 r.transaction_id
             ),
-            PushStatus::Failed { error } => println!("refused: {error}"),
-            other => println!("unexpected status: {other:?}"),
+            PushStatus::Failed { error } => crate::outln!("refused: {error}"),
+            other => crate::outln!("unexpected status: {other:?}"),
         }
         return;
     }
@@ -244,12 +244,12 @@ fn print_summary(s: &Summary) {
     } else {
         0.0
     };
-    println!(
+    crate::outln!(
         "pushed {} messages to {}/{} in {:.1} s ({:.0} msg/s): {} queued, {} duplicate, {} buffered, {} refused",
         s.messages, s.queue, s.partition, s.seconds, rate, s.queued, s.duplicate, s.buffered, s.failed
     );
     if s.buffered > 0 {
-        println!(
+        crate::outln!(
             "{} messages are buffered: the broker cannot reach its database (or push maintenance is on); \
              they wait in its disk spool and are stored when the database is back",
             s.buffered
