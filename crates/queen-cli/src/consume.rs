@@ -229,8 +229,10 @@ mod tests {
         }))
         .unwrap();
         let text = message_table(&[m]).render();
-        assert!(
-            text.lines().nth(1).unwrap().starts_with("Default  t1"),
+        let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
+        assert_eq!(
+            row,
+            ["Default", "t1", "2026-05-02T08:15:30.123456Z", r#"{"a":1}"#],
             "{text}"
         );
     }

@@ -97,10 +97,10 @@ pub fn one_line(e: &queen_client::Error) -> String {
             path.split('?').next().unwrap_or(path)
         ),
         Error::Status {
-            status: 401 | 403,
+            status: status @ (401 | 403),
             message,
             ..
-        } => format!("{message} (give a token with --token or QUEEN_TOKEN)"),
+        } => format!("{message} (HTTP {status}; give a token with the rights needed: --token or QUEEN_TOKEN)"),
         other => {
             let mut s = other.to_string();
             if let Some(src) = other.source() {
