@@ -289,7 +289,7 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
         DlqCommand::Delete {
             partition_id,
             transaction_id,
-        } => delete_message(client, &partition_id, &transaction_id, json).await,
+        } => delete_dead_letter(client, &partition_id, &transaction_id, json).await,
     }
 }
 
@@ -336,6 +336,40 @@ async fn delete_message(
     show(&v, json, |_| {
         crate::outln!("deleted message {transaction_id}")
     })
+}
+
+/// Deletes a dead-lettered message (`DELETE /api/v1/messages/:p/:t`, which in
+/// the contract takes the message's dead letters with it) and checks that
+/// the dead letter is gone, since a broker may keep it.
+async fn delete_dead_letter(
+    client: &Client,
+    partition_id: &str,
+    transaction_id: &str,
+    json: bool,
+) -> Result<(), Failure> {
+    let detail = client.admin().message(partition_id, transaction_id).await?;
+    delete_message(client, partition_id, transaction_id, json).await?;
+    let (Some(queue), Some(partition)) = (detail["queue"].as_str(), detail["partition"].as_str())
+    else {
+        return Ok(());
+    };
+    let page = client
+        .dlq()
+        .queue(queue)
+        .partition(partition)
+        .limit(1000)
+        .get()
+        .await?;
+    if page
+        .messages
+        .iter()
+        .any(|d| d.transaction_id == transaction_id && d.partition_id == partition_id)
+    {
+        return Err(Failure::Error(
+            "the message is deleted, but the broker still lists its dead letter (it does not remove dead letters with their message)".into(),
+        ));
+    }
+    Ok(())
 }
 
 pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(), Failure> {
