@@ -1,0 +1,30 @@
+//! Many small pushes gathered client-side and sent in batches.
+//!
+//! ```sh
+//! cargo run -p queen-client --example buffered -- http://localhost:6632
+//! ```
+
+use std::time::Duration;
+
+use queen_client::{BufferOptions, Client};
+use serde_json::json;
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> queen_client::Result<()> {
+    let url = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "http://localhost:6632".into());
+    let client = Client::new(url)?;
+    let producer = client.queue("example-events").buffer(BufferOptions {
+        max_messages: 500,
+        max_delay: Duration::from_millis(200),
+        ..Default::default()
+    });
+    for n in 0..10_000 {
+        producer.push(&json!({"n": n, "kind": "click"})).await?;
+    }
+    // close() sends the rest and waits; dropping the producer would send it in the background
+    let stats = producer.close().await;
+    println!("{stats:?}");
+    Ok(())
+}
