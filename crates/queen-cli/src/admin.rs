@@ -293,6 +293,15 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
     }
 }
 
+/// Fails with `what: <v[reason]>` unless the answer says `"success": true`.
+fn succeeded(v: &Value, reason: &str, what: &str) -> Result<(), Failure> {
+    if v["success"] == true {
+        Ok(())
+    } else {
+        Err(Failure::Error(format!("{what}: {}", cell(&v[reason]))))
+    }
+}
+
 async fn retry(
     client: &Client,
     partition_id: &str,
@@ -303,12 +312,7 @@ async fn retry(
         .admin()
         .retry_message(partition_id, transaction_id)
         .await?;
-    if v["success"] == false {
-        return Err(Failure::Error(format!(
-            "the broker did not retry the message: {}",
-            cell(&v["error"])
-        )));
-    }
+    succeeded(&v, "error", "the broker did not retry the message")?;
     show(&v, json, |v| {
         crate::outln!(
             "moved {transaction_id} back into its partition ({})",
@@ -327,12 +331,7 @@ async fn delete_message(
         .admin()
         .delete_message(partition_id, transaction_id)
         .await?;
-    if v["success"] != true {
-        return Err(Failure::Error(format!(
-            "nothing deleted: {}",
-            cell(&v["message"])
-        )));
-    }
+    succeeded(&v, "message", "nothing deleted")?;
     show(&v, json, |_| {
         crate::outln!("deleted message {transaction_id}")
     })
@@ -443,12 +442,7 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
                 (None, Some(t)) => admin.seek(&a.group, &a.queue, &Seek::To(t.clone())).await?,
                 (None, None) => admin.seek(&a.group, &a.queue, &Seek::ToEnd).await?,
             };
-            if v["success"] == false {
-                return Err(Failure::Error(format!(
-                    "seek refused: {}",
-                    cell(&v["error"])
-                )));
-            }
+            succeeded(&v, "error", "seek refused")?;
             show(&v, json, |v| {
                 let moved = v
                     .get("partitionsUpdated")

@@ -4,17 +4,16 @@
 //! cargo run -p queen-client --example buffered -- http://localhost:6632
 //! ```
 
+mod common;
+
 use std::time::Duration;
 
-use queen_client::{BufferOptions, Client};
+use queen_client::BufferOptions;
 use serde_json::json;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> queen_client::Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "http://localhost:6632".into());
-    let client = Client::new(url)?;
+    let client = common::client_from_args()?;
     let producer = client.queue("example-events").buffer(BufferOptions {
         max_messages: 500,
         max_delay: Duration::from_millis(200),

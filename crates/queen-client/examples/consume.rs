@@ -4,16 +4,15 @@
 //! cargo run -p queen-client --example consume -- http://localhost:6632
 //! ```
 
+mod common;
+
 use std::time::Duration;
 
-use queen_client::{CancellationToken, Client};
+use queen_client::CancellationToken;
 
 #[tokio::main]
 async fn main() -> queen_client::Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "http://localhost:6632".into());
-    let client = Client::builder().urls(url.split(',')).build()?;
+    let client = common::client_from_args()?;
     let stop = CancellationToken::new();
     {
         let stop = stop.clone();

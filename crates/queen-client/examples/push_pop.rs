@@ -4,7 +4,9 @@
 //! cargo run -p queen-client --example push_pop -- http://localhost:6632
 //! ```
 
-use queen_client::{Client, PushItem};
+mod common;
+
+use queen_client::PushItem;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -15,10 +17,7 @@ struct Order {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> queen_client::Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "http://localhost:6632".into());
-    let client = Client::new(url)?;
+    let client = common::client_from_args()?;
     let orders = client.queue("example-orders").partition("cust-42");
 
     let result = orders

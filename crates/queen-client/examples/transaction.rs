@@ -5,15 +5,14 @@
 //! cargo run -p queen-client --example transaction -- http://localhost:6632
 //! ```
 
-use queen_client::{Client, Error};
+mod common;
+
+use queen_client::Error;
 use serde_json::json;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> queen_client::Result<()> {
-    let url = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "http://localhost:6632".into());
-    let client = Client::new(url)?;
+    let client = common::client_from_args()?;
     client
         .queue("example-stage-1")
         .push(&json!({"total": 99}))

@@ -45,11 +45,9 @@ pub async fn setup() -> (TestDb, TestBroker) {
 }
 
 pub async fn setup_with(env: &[(&str, &str)]) -> (TestDb, TestBroker) {
-    let db = TestDb::new().await.expect("create test database");
-    let b = TestBroker::start_with(&db, env)
+    queen_testkit::fresh_broker(env)
         .await
-        .expect("start broker");
-    (db, b)
+        .expect("start a broker on a fresh database")
 }
 
 /// Runs `queen --url <broker> args…`.

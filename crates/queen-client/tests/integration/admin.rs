@@ -115,14 +115,7 @@ async fn groups_seek_and_delete() {
 
     let r = c.admin().seek("g", &q, &Seek::ToEnd).await.unwrap();
     assert_eq!(r["success"], true, "{r}");
-    assert!(c
-        .queue(&q)
-        .group("g")
-        .wait(false)
-        .pop()
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(drained(&c, &q, Some("g")).await);
     let r = c
         .admin()
         .seek("g", &q, &Seek::To("2000-01-01T00:00:00Z".into()))

@@ -81,7 +81,7 @@ async fn push_pop_ack_round_trip_with_typed_and_raw_payloads() {
     assert_eq!(popped[0].queue.as_deref(), Some(q.as_str()));
 
     // nothing more while the lease is held
-    assert!(c.queue(&q).wait(false).pop().await.unwrap().is_empty());
+    assert!(drained(&c, &q, None).await);
 
     let one = c.ack(&popped[0]).await.unwrap();
     assert!(one.success, "{one:?}");
@@ -92,7 +92,7 @@ async fn push_pop_ack_round_trip_with_typed_and_raw_payloads() {
     assert_eq!(rest.len(), 2);
     assert!(rest.iter().all(|r| r.success), "{rest:?}");
     assert!(rest.last().unwrap().lease_released);
-    assert!(c.queue(&q).wait(false).pop().await.unwrap().is_empty());
+    assert!(drained(&c, &q, None).await);
     assert!(c
         .ack_batch(&[], AckStatus::Completed, None)
         .await
@@ -150,7 +150,7 @@ async fn commit_on_delivery_takes_no_lease() {
         .unwrap();
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].lease_id, "");
-    assert!(c.queue(&q).wait(false).pop().await.unwrap().is_empty());
+    assert!(drained(&c, &q, None).await);
 }
 
 #[tokio::test]

@@ -17,11 +17,50 @@ pub async fn setup() -> (TestDb, TestBroker) {
 
 /// Like [`setup`], with extra broker environment.
 pub async fn setup_with(env: &[(&str, &str)]) -> (TestDb, TestBroker) {
-    let db = TestDb::new().await.expect("create test database");
-    let b = TestBroker::start_with(&db, env)
+    queen_testkit::fresh_broker(env)
         .await
-        .expect("start broker");
-    (db, b)
+        .expect("start a broker on a fresh database")
+}
+
+/// Whether `queue` has nothing to deliver to `group` (queue mode when `None`) right now.
+pub async fn drained(client: &Client, queue: &str, group: Option<&str>) -> bool {
+    let mut q = client.queue(queue).wait(false);
+    if let Some(g) = group {
+        q = q.group(g);
+    }
+    q.pop().await.unwrap().is_empty()
+}
+
+/// How often a consumer saw each integer payload.
+#[derive(Debug, Clone, Default)]
+pub struct Seen(Arc<std::sync::Mutex<std::collections::HashMap<i64, u32>>>);
+
+impl Seen {
+    pub fn record(&self, m: &Message) {
+        *self
+            .0
+            .lock()
+            .unwrap()
+            .entry(m.data.as_i64().unwrap())
+            .or_default() += 1;
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+
+    /// Asserts that each of `0..n` was seen exactly once.
+    #[track_caller]
+    pub fn assert_each_once(&self, n: u64) {
+        let seen = self.0.lock().unwrap().clone();
+        let missing: Vec<u64> = (0..n)
+            .filter(|i| !seen.contains_key(&(*i as i64)))
+            .collect();
+        assert!(missing.is_empty(), "lost: {missing:?}");
+        let doubled: Vec<_> = seen.iter().filter(|(_, &c)| c > 1).collect();
+        assert!(doubled.is_empty(), "delivered twice: {doubled:?}");
+        assert_eq!(seen.len() as u64, n, "unexpected payloads: {seen:?}");
+    }
 }
 
 /// A client of `b` with quick retries.

@@ -1,6 +1,5 @@
 //! `consume`: concurrency, ack by outcome, lease renewal, stopping.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -27,7 +26,7 @@ async fn workers_share_the_queue_and_see_each_message_once() {
     let c = client(&b);
     let q = unique("consume");
     push_numbers(&c, &q, 60, 6).await;
-    let seen = Arc::new(Mutex::new(HashMap::<i64, u32>::new()));
+    let seen = Seen::default();
     let stats = {
         let seen = seen.clone();
         c.queue(&q)
@@ -36,27 +35,16 @@ async fn workers_share_the_queue_and_see_each_message_once() {
             .limit(60)
             .timeout(Duration::from_secs(2))
             .consume(move |m| {
-                let seen = seen.clone();
-                async move {
-                    *seen
-                        .lock()
-                        .unwrap()
-                        .entry(m.data.as_i64().unwrap())
-                        .or_default() += 1;
-                    Ok::<_, String>(())
-                }
+                seen.record(&m);
+                async { Ok::<_, String>(()) }
             })
             .await
             .unwrap()
     };
     assert_eq!(stats.processed, 60, "{stats:?}");
     assert_eq!(stats.ack_errors, 0);
-    {
-        let seen = seen.lock().unwrap();
-        assert_eq!(seen.len(), 60);
-        assert!(seen.values().all(|&n| n == 1), "{seen:?}");
-    }
-    assert!(c.queue(&q).wait(false).pop().await.unwrap().is_empty());
+    seen.assert_each_once(60);
+    assert!(drained(&c, &q, None).await);
 }
 
 #[tokio::test]
@@ -96,14 +84,7 @@ async fn a_failing_handler_nacks_and_the_message_comes_back() {
     };
     assert_eq!((stats.processed, stats.failed), (2, 1), "{stats:?}");
     assert_eq!(*attempts.lock().unwrap(), 2);
-    assert!(c
-        .queue(&q)
-        .group("g")
-        .wait(false)
-        .pop()
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(drained(&c, &q, Some("g")).await);
     assert_eq!(c.queue(&q).group("g").dlq().get().await.unwrap().total, 0);
 }
 
@@ -132,7 +113,7 @@ async fn batches_are_acked_whole() {
     };
     assert_eq!(stats.processed, 30);
     assert_eq!(*sizes.lock().unwrap(), [10, 10, 10]);
-    assert!(c.queue(&q).wait(false).pop().await.unwrap().is_empty());
+    assert!(drained(&c, &q, None).await);
 }
 
 #[tokio::test]

@@ -1,7 +1,5 @@
 //! A consumer and a producer on three replicas while one of them is stopped.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queen_client::{Client, PushItem, QueueOptions};
@@ -32,7 +30,7 @@ async fn a_consumer_carries_on_through_another_replica_without_loss_or_doubles()
         .await
         .unwrap();
 
-    let seen = Arc::new(Mutex::new(HashMap::<i64, u32>::new()));
+    let seen = Seen::default();
     let consumer = {
         let seen = seen.clone();
         let c = c.clone();
@@ -47,13 +45,8 @@ async fn a_consumer_carries_on_through_another_replica_without_loss_or_doubles()
                 .timeout(Duration::from_millis(500))
                 .renew_lease(Some(Duration::from_secs(1)))
                 .consume(move |m| {
-                    let seen = seen.clone();
-                    async move {
-                        *seen
-                            .lock()
-                            .unwrap()
-                            .entry(m.data.as_i64().unwrap())
-                            .or_default() += 1;
+                    seen.record(&m);
+                    async {
                         tokio::time::sleep(Duration::from_millis(2)).await;
                         Ok::<_, String>(())
                     }
@@ -82,7 +75,7 @@ async fn a_consumer_carries_on_through_another_replica_without_loss_or_doubles()
 
     // stop a replica while both are running
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while (seen.lock().unwrap().len() as u64) < TOTAL / 3 {
+    while (seen.len() as u64) < TOTAL / 3 {
         assert!(
             tokio::time::Instant::now() < deadline,
             "consumer stalled before the stop"
@@ -98,13 +91,7 @@ async fn a_consumer_carries_on_through_another_replica_without_loss_or_doubles()
         .unwrap()
         .unwrap();
     assert_eq!(stats.processed, TOTAL, "{stats:?}");
-    let seen = seen.lock().unwrap().clone();
-    let missing: Vec<u64> = (0..TOTAL)
-        .filter(|i| !seen.contains_key(&(*i as i64)))
-        .collect();
-    assert!(missing.is_empty(), "lost: {missing:?}");
-    let doubled: Vec<_> = seen.iter().filter(|(_, &n)| n > 1).collect();
-    assert!(doubled.is_empty(), "delivered twice: {doubled:?}");
+    seen.assert_each_once(TOTAL);
     // and the broker holds exactly what was pushed
     let survivor = Client::new(cluster.node(0).url("")).unwrap();
     assert_eq!(stored(&survivor, &q).await, TOTAL);
