@@ -285,7 +285,7 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
         DlqCommand::Retry {
             partition_id,
             transaction_id,
-        } => retry(client, &partition_id, &transaction_id, json).await,
+        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, json).await,
         DlqCommand::Delete {
             partition_id,
             transaction_id,
@@ -302,38 +302,39 @@ fn succeeded(v: &Value, reason: &str, what: &str) -> Result<(), Failure> {
     }
 }
 
-async fn retry(
-    client: &Client,
-    partition_id: &str,
-    transaction_id: &str,
-    json: bool,
-) -> Result<(), Failure> {
-    let v = client
-        .admin()
-        .retry_message(partition_id, transaction_id)
-        .await?;
-    succeeded(&v, "error", "the broker did not retry the message")?;
-    show(&v, json, |v| {
-        crate::outln!(
-            "moved {transaction_id} back into its partition ({})",
-            cell(&v["result"])
-        );
-    })
+/// What `dlq`/`messages` do to one message by its ids.
+#[derive(Debug, Clone, Copy)]
+enum ById {
+    Retry,
+    Delete,
 }
 
-async fn delete_message(
+async fn by_ids(
     client: &Client,
+    op: ById,
     partition_id: &str,
     transaction_id: &str,
     json: bool,
 ) -> Result<(), Failure> {
-    let v = client
-        .admin()
-        .delete_message(partition_id, transaction_id)
-        .await?;
-    succeeded(&v, "message", "nothing deleted")?;
-    show(&v, json, |_| {
-        crate::outln!("deleted message {transaction_id}")
+    let admin = client.admin();
+    let v = match op {
+        ById::Retry => {
+            let v = admin.retry_message(partition_id, transaction_id).await?;
+            succeeded(&v, "error", "the broker did not retry the message")?;
+            v
+        }
+        ById::Delete => {
+            let v = admin.delete_message(partition_id, transaction_id).await?;
+            succeeded(&v, "message", "nothing deleted")?;
+            v
+        }
+    };
+    show(&v, json, |v| match op {
+        ById::Retry => crate::outln!(
+            "moved {transaction_id} back into its partition ({})",
+            cell(&v["result"])
+        ),
+        ById::Delete => crate::outln!("deleted message {transaction_id}"),
     })
 }
 
@@ -347,7 +348,7 @@ async fn delete_dead_letter(
     json: bool,
 ) -> Result<(), Failure> {
     let detail = client.admin().message(partition_id, transaction_id).await?;
-    delete_message(client, partition_id, transaction_id, json).await?;
+    by_ids(client, ById::Delete, partition_id, transaction_id, json).await?;
     let (Some(queue), Some(partition)) = (detail["queue"].as_str(), detail["partition"].as_str())
     else {
         return Ok(());
@@ -555,11 +556,11 @@ pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Resu
         MessagesCommand::Delete {
             partition_id,
             transaction_id,
-        } => delete_message(client, &partition_id, &transaction_id, json).await,
+        } => by_ids(client, ById::Delete, &partition_id, &transaction_id, json).await,
         MessagesCommand::Retry {
             partition_id,
             transaction_id,
-        } => retry(client, &partition_id, &transaction_id, json).await,
+        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, json).await,
     }
 }
 

@@ -7,7 +7,7 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reports_every_url() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let s = queen(&b, &["status", "--json"]).await.json();
     assert_eq!(s["brokers"][0]["status"], "healthy", "{s}");
     assert_eq!(s["maintenance"]["maintenanceMode"], false);
@@ -27,7 +27,7 @@ async fn status_reports_every_url() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queues_are_configured_described_listed_and_deleted() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("cfg");
     let r = queen(
         &b,
@@ -101,7 +101,7 @@ async fn queues_are_configured_described_listed_and_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_letters_are_listed_retried_and_deleted() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("dlq");
     queen(&b, &["push", &q, r#"{"bad": true}"#]).await.ok();
     let m = queen(&b, &["pop", &q, "--no-ack", "--json"]).await.json()[0].clone();
@@ -169,7 +169,7 @@ async fn dead_letters_are_listed_retried_and_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn groups_are_listed_lagged_shown_seeked_and_deleted() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("grp");
     let input = "1\n2\n3\n";
     queen_at(&b.url(""), &["push", &q], Some(input.as_bytes()), &[])
@@ -244,7 +244,7 @@ async fn groups_are_listed_lagged_shown_seeked_and_deleted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn maintenance_switches_on_and_off() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let m = queen(&b, &["maintenance", "--json"]).await.json();
     assert_eq!(m["maintenanceMode"], false);
     let m = queen(&b, &["maintenance", "on", "--pop", "--json"])
@@ -270,7 +270,7 @@ async fn maintenance_switches_on_and_off() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn messages_traces_metrics_and_completion() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("msg");
     queen(
         &b,

@@ -2,7 +2,7 @@
 
 use std::process::Stdio;
 
-use queen_testkit::{TestBroker, TestDb};
+use queen_testkit::TestBroker;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
@@ -39,16 +39,7 @@ impl Run {
     }
 }
 
-/// A fresh database and a broker on it.
-pub async fn setup() -> (TestDb, TestBroker) {
-    setup_with(&[]).await
-}
-
-pub async fn setup_with(env: &[(&str, &str)]) -> (TestDb, TestBroker) {
-    queen_testkit::fresh_broker(env)
-        .await
-        .expect("start a broker on a fresh database")
-}
+pub use queen_testkit::fresh_broker;
 
 /// Runs `queen --url <broker> args…`.
 pub async fn queen(b: &TestBroker, args: &[&str]) -> Run {

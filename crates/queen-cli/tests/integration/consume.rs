@@ -22,7 +22,7 @@ fn datas(lines: &str) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_without_ack_leaves_the_lease_and_ack_by_ids_releases_it() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("noack");
     push_n(&b, &q, 2).await;
     let popped = queen(&b, &["pop", &q, "--batch", "2", "--no-ack", "--json"])
@@ -63,7 +63,7 @@ async fn pop_without_ack_leaves_the_lease_and_ack_by_ids_releases_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pop_with_auto_ack_commits_on_delivery_and_waits_when_asked() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("auto");
     push_n(&b, &q, 1).await;
     let popped = queen(&b, &["pop", &q, "--auto-ack", "--json"]).await.json();
@@ -90,7 +90,7 @@ async fn pop_with_auto_ack_commits_on_delivery_and_waits_when_asked() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tail_drains_or_follows_with_or_without_a_group() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("tail");
     push_n(&b, &q, 5).await;
     // without --follow: what is there, then exit 0

@@ -26,7 +26,7 @@ async fn a_wrong_url_is_one_line_and_status_1() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_urls_and_the_environment_variables() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let dead = format!("http://127.0.0.1:{}", queen_testkit::free_port().unwrap());
     let q = unique("env");
     // QUEEN_URL with a dead replica first: the live one takes the requests
@@ -59,7 +59,9 @@ fn token(role: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_jwt_on_a_token_is_needed_and_sent() {
-    let (_db, b) = setup_with(&[("JWT_ENABLED", "true"), ("JWT_SECRET", SECRET)]).await;
+    let (_db, b) = fresh_broker(&[("JWT_ENABLED", "true"), ("JWT_SECRET", SECRET)])
+        .await
+        .unwrap();
     let q = unique("jwt");
     let run = queen(&b, &["push", &q, "1"]).await;
     let err = run.fails(1);
@@ -165,7 +167,7 @@ async fn with_postgresql_down_pushes_are_buffered_and_say_so() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_usage_is_status_2() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     for args in [
         &["push"][..],
         &["pop"],

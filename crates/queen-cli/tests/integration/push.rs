@@ -6,7 +6,7 @@ use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_forms_scripts_use() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("orders");
     // queen --url URL push QUEUE --partition P 'JSON'
     let run = queen(&b, &["push", &q, "--partition", "cust-42", r#"{"id": 1}"#]).await;
@@ -67,7 +67,7 @@ async fn the_forms_scripts_use() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_single_push_reports_its_ids_and_duplicates() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("single");
     let first = queen(&b, &["push", &q, "--transaction-id", "tx-1", "7", "--json"])
         .await
@@ -92,7 +92,7 @@ async fn a_single_push_reports_its_ids_and_duplicates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn json_lines_from_stdin_and_files_keep_their_order() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("lines");
     let mut input = String::new();
     for n in 0..2500 {
@@ -159,7 +159,7 @@ async fn json_lines_from_stdin_and_files_keep_their_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_input_is_refused_whole_with_one_line() {
-    let (_db, b) = setup().await;
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("bad");
     let run = queen(&b, &["push", &q, r#"{"id": "#]).await;
     let err = run.fails(2);
