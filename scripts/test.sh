@@ -9,6 +9,8 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
   cargo test --workspace --no-fail-fast
 fi
+# nextest does not run doctests: the client's rustdoc examples must compile (those needing a broker are no_run)
+cargo test --doc -p queen-client
 
 if [ -x compat/python/run.sh ] || [ -f compat/python/run.sh ]; then
   bash compat/python/run.sh

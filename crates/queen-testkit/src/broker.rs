@@ -39,6 +39,14 @@ pub fn base_env(db: &TestDb) -> HashMap<String, String> {
     .collect()
 }
 
+/// A fresh database and a healthy broker on it with `extra` environment;
+/// bind both (`let (_db, b) = …`), the database is dropped with its value.
+pub async fn fresh_broker(extra: &[(&str, &str)]) -> anyhow::Result<(TestDb, TestBroker)> {
+    let db = TestDb::new().await?;
+    let broker = TestBroker::start_with(&db, extra).await?;
+    Ok((db, broker))
+}
+
 impl TestBroker {
     /// Starts a broker on `db` and waits until it reports healthy.
     pub async fn start(db: &TestDb) -> anyhow::Result<Self> {

@@ -9,7 +9,7 @@ mod cluster;
 mod db;
 mod proxy;
 
-pub use broker::{base_env, TestBroker};
+pub use broker::{base_env, fresh_broker, TestBroker};
 pub use cluster::{free_port, TestCluster};
 pub use db::TestDb;
 pub use proxy::FaultProxy;

@@ -1,0 +1,255 @@
+//! What the command line prints: JSON, aligned tables, one-line errors and
+//! the exit status.
+
+use std::error::Error as _;
+use std::process::ExitCode;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Writes a line to standard output; a closed pipe (`queen … | head`) ends
+/// the program quietly instead of panicking.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::output::write_out(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes to standard output, exiting with status 0 once the reader has gone.
+pub fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = out.write_fmt(args) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("queen: error: write standard output: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// Exit status of a bad invocation or bad input (nothing was sent).
+const EXIT_USAGE: u8 = 2;
+/// Exit status of a pop that found nothing.
+const EXIT_EMPTY: u8 = 3;
+
+/// Why a command did not succeed, and with which exit status it ends.
+#[derive(Debug)]
+pub enum Failure {
+    /// Bad usage or bad input: status 2, nothing was sent.
+    Usage(String),
+    /// A pop found no message: status 3.
+    Empty,
+    /// Anything else: status 1.
+    Error(String),
+}
+
+impl Failure {
+    /// Prints the one-line message (if any) and returns the exit status.
+    pub fn report(self) -> ExitCode {
+        match self {
+            Self::Usage(m) => {
+                eprintln!("queen: {m}");
+                ExitCode::from(EXIT_USAGE)
+            }
+            Self::Empty => ExitCode::from(EXIT_EMPTY),
+            Self::Error(m) => {
+                eprintln!("queen: error: {m}");
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+impl From<queen_client::Error> for Failure {
+    fn from(e: queen_client::Error) -> Self {
+        match e {
+            queen_client::Error::InvalidInput(m) | queen_client::Error::Config(m) => Self::Usage(m),
+            other => Self::Error(one_line(&other)),
+        }
+    }
+}
+
+/// The innermost cause of an error: for a refused connection, "Connection refused".
+fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut cur = e;
+    while let Some(next) = cur.source() {
+        cur = next;
+    }
+    cur.to_string()
+}
+
+/// An error on one line, naming what failed and the root cause.
+pub fn one_line(e: &queen_client::Error) -> String {
+    use queen_client::Error;
+    let text = match e {
+        Error::Connect { url, source } => format!("cannot connect to {url}: {}", root_cause(&**source)),
+        Error::Transport { url, source } => format!("connection to {url} failed: {}", root_cause(&**source)),
+        Error::Status {
+            status: 404,
+            method,
+            path,
+            message,
+            ..
+        } if message == "Not found" => format!(
+            "the broker has no route {method} {}: it answered 404 (this broker version does not support the command)",
+            path.split('?').next().unwrap_or(path)
+        ),
+        Error::Status {
+            status: status @ (401 | 403),
+            message,
+            ..
+        } => format!("{message} (HTTP {status}; give a token with the rights needed: --token or QUEEN_TOKEN)"),
+        other => {
+            let mut s = other.to_string();
+            if let Some(src) = other.source() {
+                s = format!("{s}: {}", root_cause(src));
+            }
+            s
+        }
+    };
+    text.replace(['\n', '\r'], " ")
+}
+
+/// Prints `v` as pretty JSON on standard output.
+pub fn json(v: &impl Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).map_err(|e| Failure::Error(e.to_string()))?;
+    crate::outln!("{text}");
+    Ok(())
+}
+
+/// A JSON value as table cell text: strings bare, `null` as `-`, the rest compact.
+pub fn cell(v: &Value) -> String {
+    match v {
+        Value::Null => "-".to_owned(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Longest cell printed in a table; longer text is cut with an ellipsis.
+const MAX_CELL_CHARS: usize = 60;
+
+/// A table of rows printed with aligned columns.
+#[derive(Debug)]
+pub struct Table {
+    header: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(header: &[&'static str]) -> Self {
+        Self {
+            header: header.to_vec(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn row(&mut self, cells: Vec<String>) {
+        self.rows.push(
+            cells
+                .into_iter()
+                .map(|c| {
+                    let c = c.replace(['\n', '\r', '\t'], " ");
+                    if c.chars().count() > MAX_CELL_CHARS {
+                        let cut: String = c.chars().take(MAX_CELL_CHARS - 1).collect();
+                        format!("{cut}…")
+                    } else {
+                        c
+                    }
+                })
+                .collect(),
+        );
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// The table as text, one line per row, columns two spaces apart.
+    pub fn render(&self) -> String {
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, c) in row.iter().enumerate() {
+                if let Some(w) = widths.get_mut(i) {
+                    *w = (*w).max(c.chars().count());
+                }
+            }
+        }
+        let line = |cells: &mut dyn Iterator<Item = &str>| {
+            let mut out = String::new();
+            for (i, c) in cells.enumerate() {
+                if i > 0 {
+                    out.push_str("  ");
+                }
+                out.push_str(c);
+                let pad = widths
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(c.chars().count());
+                out.extend(std::iter::repeat_n(' ', pad));
+            }
+            out.trim_end().to_owned()
+        };
+        let mut out = line(&mut self.header.iter().copied());
+        for row in &self.rows {
+            out.push('\n');
+            out.push_str(&line(&mut row.iter().map(String::as_str)));
+        }
+        out
+    }
+
+    /// Prints the table, or `empty` when it has no rows.
+    pub fn print_or(&self, empty: &str) {
+        if self.is_empty() {
+            crate::outln!("{empty}");
+        } else {
+            crate::outln!("{}", self.render());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tables_align_columns_and_cut_long_cells() {
+        let mut t = Table::new(&["NAME", "N"]);
+        t.row(vec!["orders".into(), "1".into()]);
+        t.row(vec!["x".into(), "12345".into()]);
+        assert_eq!(t.render(), "NAME    N\norders  1\nx       12345");
+        let mut t = Table::new(&["DATA"]);
+        t.row(vec!["y".repeat(100)]);
+        let line = t.render().lines().nth(1).unwrap().to_owned();
+        assert_eq!(line.chars().count(), MAX_CELL_CHARS);
+        assert!(line.ends_with('…'));
+    }
+
+    #[test]
+    fn cells_show_strings_bare_and_null_as_dash() {
+        assert_eq!(cell(&serde_json::json!("a")), "a");
+        assert_eq!(cell(&Value::Null), "-");
+        assert_eq!(cell(&serde_json::json!({"a": 1})), r#"{"a":1}"#);
+    }
+
+    #[test]
+    fn connection_errors_fit_on_one_line() {
+        let e = queen_client::Error::Status {
+            method: "POST".into(),
+            path: "/api/v1/messages/p/t/retry".into(),
+            status: 404,
+            message: "Not found".into(),
+            code: None,
+            retry_after: None,
+        };
+        let text = one_line(&e);
+        assert!(
+            text.contains("no route POST /api/v1/messages/p/t/retry"),
+            "{text}"
+        );
+        assert!(!text.contains('\n'));
+    }
+}
