@@ -64,7 +64,11 @@ impl Broker {
     /// Whether the schema is migrated and the database answers.
     pub async fn health(&self) -> HealthStatus {
         HealthStatus {
-            healthy: self.store.is_ready() && self.store.ping().await.is_ok(),
+            // while the watchdog holds it lost, answer at once: the spool's
+            // replay loop probes and brings it back
+            healthy: self.store.is_ready()
+                && !self.store.is_lost()
+                && self.store.ping().await.is_ok(),
         }
     }
 

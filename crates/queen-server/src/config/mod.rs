@@ -23,7 +23,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 pub use auth::{AuthConfig, JwtAlgorithm};
-pub use db::DbConfig;
+pub use db::{split_list, DbConfig};
 pub use env::{ConfigError, EnvSource, ProcessEnv};
 pub use jobs::JobsConfig;
 pub use mesh::{MeshAuth, MeshConfig};

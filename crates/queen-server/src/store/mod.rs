@@ -16,8 +16,10 @@
 mod ack;
 pub mod admin;
 mod batcher;
+mod connect;
 mod error;
 pub mod jobs;
+mod liveness;
 mod maintenance;
 mod migrate;
 mod op;
@@ -33,6 +35,7 @@ pub use admin::*;
 pub use error::{DbError, StoreError};
 pub use migrate::{migrations_fingerprint, run_migrations};
 pub use op::DbOp;
+pub use liveness::Probe;
 pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
@@ -45,8 +48,7 @@ use tokio_postgres::Row;
 /// The broker's handle on PostgreSQL.
 pub struct Store {
     db: op::Db,
-    pg_config: tokio_postgres::Config,
-    tls: tls::Connector,
+    hosts: connect::Hosts,
     batcher: batcher::Batcher,
 }
 

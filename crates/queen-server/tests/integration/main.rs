@@ -13,6 +13,7 @@ mod common;
 mod configure;
 mod dashboard;
 mod encryption;
+mod failover;
 mod groups;
 mod ha;
 mod lease;
