@@ -31,6 +31,9 @@ pub struct DbConfig {
     /// the system's.
     pub ssl_root_cert: Option<PathBuf>,
     pub pool_size: usize,
+    /// Whether `DB_POOL_SIZE` was set: unset, the pool is sized to fit the
+    /// server's `max_connections` once it is known.
+    pub pool_size_explicit: bool,
     pub idle_timeout: Duration,
     pub connect_timeout: Duration,
     pub statement_timeout: Duration,
@@ -57,6 +60,24 @@ impl DbConfig {
     /// when the server still works.
     pub fn op_deadline(&self) -> Duration {
         self.statement_timeout + Duration::from_millis(defaults::DB_OP_DEADLINE_MARGIN_MS)
+    }
+
+    /// Where the broker connects, for messages: the URL (password
+    /// redacted), or `user@host:port/db` for each host.
+    pub fn target(&self) -> String {
+        if let Some(url) = &self.url {
+            return redact_url(url);
+        }
+        let hosts = split_list(&self.host);
+        hosts
+            .iter()
+            .enumerate()
+            .map(|(i, h)| {
+                let port = self.ports.get(i).or(self.ports.first()).copied().unwrap_or(5432);
+                format!("{}@{h}:{port}/{}", self.user, self.dbname)
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 
     /// How many hosts the configuration names.
@@ -169,6 +190,7 @@ pub(super) fn read_db(r: &Reader<'_>) -> Result<DbConfig, ConfigError> {
             "DB_POOL_SIZE",
             r.parsed("DB_POOL_SIZE", defaults::DB_POOL_SIZE)?,
         )?,
+        pool_size_explicit: r.raw("DB_POOL_SIZE").is_some(),
         idle_timeout: r.millis("DB_IDLE_TIMEOUT", defaults::DB_IDLE_TIMEOUT_MS)?,
         connect_timeout: r.millis("DB_CONNECTION_TIMEOUT", defaults::DB_CONNECTION_TIMEOUT_MS)?,
         statement_timeout: r.millis("DB_STATEMENT_TIMEOUT", defaults::DB_STATEMENT_TIMEOUT_MS)?,

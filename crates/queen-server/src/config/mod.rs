@@ -17,6 +17,7 @@ mod mesh;
 mod pop;
 mod server;
 mod spool;
+mod unused;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -29,6 +30,7 @@ pub use jobs::JobsConfig;
 pub use mesh::{MeshAuth, MeshConfig};
 pub use pop::{PopConfig, SubscriptionMode};
 pub use spool::SpoolConfig;
+pub use unused::unused_variable_warnings;
 
 use env::Reader;
 

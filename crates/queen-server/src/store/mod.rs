@@ -33,7 +33,7 @@ mod transaction;
 pub use ack::{AckItem, AckOutcome, AckStatus};
 pub use admin::*;
 pub use error::{DbError, StoreError};
-pub use migrate::{migrations_fingerprint, run_migrations};
+pub use migrate::{is_foreign_schema, migrations_fingerprint, run_migrations};
 pub use op::DbOp;
 pub use liveness::Probe;
 pub use pool::PoolStatus;

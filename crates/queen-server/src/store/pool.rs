@@ -143,6 +143,20 @@ impl Store {
         Ok(client)
     }
 
+    /// Refuses a schema `queen` that another program created, when the
+    /// database can be reached within the connect deadline; an unreachable
+    /// one is left to the migration job, which checks again.
+    pub async fn check_schema_owner(&self) -> Result<(), StoreError> {
+        let attempt = async {
+            let client = self.connect_direct().await?;
+            super::migrate::refuse_foreign_schema(&client).await
+        };
+        match tokio::time::timeout(self.hosts.round_deadline() * 2, attempt).await {
+            Ok(Err(e)) if super::is_foreign_schema(&e) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
     /// Applies pending migrations and marks the store ready.
     pub async fn migrate(&self) -> Result<usize, StoreError> {
         let mut client = self.connect_direct().await?;
@@ -189,6 +203,11 @@ impl Store {
         })?;
         self.db.mark_answering();
         Ok(())
+    }
+
+    /// Changes the most connections the pool opens.
+    pub fn resize_pool(&self, max_size: usize) {
+        self.db.pool().resize(max_size.max(1));
     }
 
     /// Reads `max_connections` of the server.
