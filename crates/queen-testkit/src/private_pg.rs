@@ -206,7 +206,7 @@ impl PrivatePg {
             std::os::unix::fs::PermissionsExt::from_mode(0o700),
         )?;
         Ok(Self {
-            port: free_port(),
+            port: free_port()?,
             data,
             bin,
             owner,

@@ -49,7 +49,7 @@ fn host_configs(db: &DbConfig) -> Result<Vec<tokio_postgres::Config>, StoreError
                 .map(|(i, host)| {
                     let mut c = tokio_postgres::Config::new();
                     let port = db.ports.get(i).or(db.ports.first()).copied();
-                    c.host(host)
+                    c.host(*host)
                         .port(port.unwrap_or(5432))
                         .user(&db.user)
                         .password(&db.password)
@@ -199,7 +199,7 @@ impl Store {
     pub async fn ping(&self) -> Result<(), StoreError> {
         with_op!(self.db, DbOp::Ping, |client| {
             client.simple_query("SELECT 1").await?;
-            Ok(())
+            Ok::<(), StoreError>(())
         })?;
         self.db.mark_answering();
         Ok(())
