@@ -123,10 +123,9 @@ impl PrivatePg {
         // not wait for a standby of its own
         let admin = self.admin().await?;
         admin
-            .batch_execute(
-                "ALTER SYSTEM SET synchronous_standby_names = '*'; SELECT pg_reload_conf();",
-            )
+            .batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
             .await?;
+        admin.batch_execute("SELECT pg_reload_conf()").await?;
         for _ in 0..300 {
             let rows = admin
                 .query(
