@@ -59,7 +59,8 @@ pub fn find_binaries() -> Option<PathBuf> {
         }
     }
     std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths).find(|p| p.join("initdb").exists() && p.join("pg_ctl").exists())
+        std::env::split_paths(&paths)
+            .find(|p| p.join("initdb").exists() && p.join("pg_ctl").exists())
     })
 }
 
@@ -108,10 +109,7 @@ impl EmbeddedPg {
             std::fs::create_dir_all(&data)?;
             pg.own(&pg.dir)?;
             pg.own(&data)?;
-            std::fs::set_permissions(
-                &data,
-                std::os::unix::fs::PermissionsExt::from_mode(0o700),
-            )?;
+            std::fs::set_permissions(&data, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
             tracing::info!(dir = %data.display(), "--embedded-pg: creating a PostgreSQL cluster (first use)");
             pg.run(
                 "initdb",
@@ -149,7 +147,12 @@ impl EmbeddedPg {
                 "start",
             ],
         )
-        .with_context(|| format!("--embedded-pg: PostgreSQL did not start; see {}", log.display()))?;
+        .with_context(|| {
+            format!(
+                "--embedded-pg: PostgreSQL did not start; see {}",
+                log.display()
+            )
+        })?;
         pg.running = true;
         tracing::info!(dir = %pg.dir.display(), "--embedded-pg: private PostgreSQL running (Unix socket only)");
         Ok(pg)
@@ -185,8 +188,12 @@ impl EmbeddedPg {
 
     fn own(&self, path: &Path) -> anyhow::Result<()> {
         if let Some((uid, gid)) = self.owner {
-            std::os::unix::fs::chown(path, Some(uid), Some(gid))
-                .with_context(|| format!("--embedded-pg: cannot hand {} to user postgres", path.display()))?;
+            std::os::unix::fs::chown(path, Some(uid), Some(gid)).with_context(|| {
+                format!(
+                    "--embedded-pg: cannot hand {} to user postgres",
+                    path.display()
+                )
+            })?;
         }
         Ok(())
     }

@@ -72,10 +72,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn serve(
-    mut config: Config,
-    embedded_pg: Option<std::path::PathBuf>,
-) -> anyhow::Result<()> {
+async fn serve(mut config: Config, embedded_pg: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let mut embedded = match embedded_pg {
         Some(dir) => {
             let pg = tokio::task::spawn_blocking(move || {

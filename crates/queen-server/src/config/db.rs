@@ -73,7 +73,12 @@ impl DbConfig {
             .iter()
             .enumerate()
             .map(|(i, h)| {
-                let port = self.ports.get(i).or(self.ports.first()).copied().unwrap_or(5432);
+                let port = self
+                    .ports
+                    .get(i)
+                    .or(self.ports.first())
+                    .copied()
+                    .unwrap_or(5432);
                 format!("{}@{h}:{port}/{}", self.user, self.dbname)
             })
             .collect::<Vec<_>>()

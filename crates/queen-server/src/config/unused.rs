@@ -125,12 +125,33 @@ mod tests {
             "HOME",
         ]);
         assert_eq!(w.len(), 6, "{w:#?}");
-        assert!(w[0].starts_with("DB_POOL_SIZ is not") && w[0].ends_with("did you mean DB_POOL_SIZE?"), "{w:#?}");
-        assert!(w.iter().any(|l| l.starts_with("NUM_WORKERS is ignored: ")), "{w:#?}");
-        assert!(w.iter().any(|l| l.starts_with("SIDECAR_POOL_SIZE is ignored: ")), "{w:#?}");
-        assert!(w.iter().any(|l| l.starts_with("QUEEN_PUSH_BATCH_SIZE is ignored: ")), "{w:#?}");
-        assert!(w.iter().any(|l| l.ends_with("did you mean PG_HOST?")), "{w:#?}");
-        assert!(w.iter().any(|l| l.starts_with("QUEEN_ZZZZZZZZZZZZ is not") && !l.contains("did you mean")), "{w:#?}");
+        assert!(
+            w[0].starts_with("DB_POOL_SIZ is not") && w[0].ends_with("did you mean DB_POOL_SIZE?"),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter().any(|l| l.starts_with("NUM_WORKERS is ignored: ")),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter()
+                .any(|l| l.starts_with("SIDECAR_POOL_SIZE is ignored: ")),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter()
+                .any(|l| l.starts_with("QUEEN_PUSH_BATCH_SIZE is ignored: ")),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter().any(|l| l.ends_with("did you mean PG_HOST?")),
+            "{w:#?}"
+        );
+        assert!(
+            w.iter()
+                .any(|l| l.starts_with("QUEEN_ZZZZZZZZZZZZ is not") && !l.contains("did you mean")),
+            "{w:#?}"
+        );
     }
 
     #[test]

@@ -32,7 +32,9 @@ pub(super) async fn run(
         if store.is_lost() {
             // the replay loop probes only while the spool's outage is on
             if !spool.outage.is_down() {
-                spool.outage.mark_down(&"PostgreSQL declared lost by the liveness probe");
+                spool
+                    .outage
+                    .mark_down(&"PostgreSQL declared lost by the liveness probe");
             }
             continue;
         }

@@ -90,7 +90,9 @@ impl Hosts {
     }
 
     /// [`open`](Self::open), with the connection driven by its own task.
-    pub(super) async fn open_spawned(&self) -> Result<(Client, JoinHandle<()>), tokio_postgres::Error> {
+    pub(super) async fn open_spawned(
+        &self,
+    ) -> Result<(Client, JoinHandle<()>), tokio_postgres::Error> {
         let (client, connection) = self.open().await?;
         let task = tokio::spawn(async move {
             if let Err(e) = connection.await {
@@ -106,7 +108,11 @@ impl deadpool_postgres::Connect for Hosts {
         &self,
         _: &Config,
     ) -> Pin<
-        Box<dyn Future<Output = Result<(Client, JoinHandle<()>), tokio_postgres::Error>> + Send + '_>,
+        Box<
+            dyn Future<Output = Result<(Client, JoinHandle<()>), tokio_postgres::Error>>
+                + Send
+                + '_,
+        >,
     > {
         Box::pin(self.open_spawned())
     }
@@ -180,7 +186,10 @@ mod tests {
             );
         }
         assert_eq!(split_url("postgres://h/db"), ["postgres://h/db"]);
-        assert_eq!(split_url("postgres://a,b"), ["postgres://a", "postgres://b"]);
+        assert_eq!(
+            split_url("postgres://a,b"),
+            ["postgres://a", "postgres://b"]
+        );
         assert_eq!(split_url("host=a,b dbname=x"), ["host=a,b dbname=x"]);
     }
 

@@ -32,25 +32,23 @@ impl Store {
         if probe.conn.as_ref().is_some_and(|c| c.is_closed()) {
             probe.conn = None;
         }
-        let attempt = async {
+        let late =
+            || StoreError::unavailable("PostgreSQL did not answer the liveness probe in time");
+        let result = async {
             if probe.conn.is_none() {
-                probe.conn = Some(self.connect_direct().await?);
+                let open = tokio::time::timeout(self.hosts.round_deadline(), self.connect_direct());
+                probe.conn = Some(open.await.map_err(|_| late())??);
             }
-            match &probe.conn {
-                Some(c) => {
-                    c.simple_query("SELECT 1").await?;
-                    Ok(())
-                }
-                None => Err(StoreError::internal("probe connection missing")),
-            }
-        };
-        let result = match tokio::time::timeout(timeout + self.hosts.round_deadline(), attempt).await
-        {
-            Ok(r) => r,
-            Err(_) => Err(StoreError::unavailable(
-                "PostgreSQL did not answer the liveness probe in time",
-            )),
-        };
+            let conn = probe
+                .conn
+                .as_ref()
+                .ok_or_else(|| StoreError::internal("probe connection missing"))?;
+            tokio::time::timeout(timeout, conn.simple_query("SELECT 1"))
+                .await
+                .map_err(|_| late())??;
+            Ok::<(), StoreError>(())
+        }
+        .await;
         if result.is_err() {
             probe.conn = None;
         }

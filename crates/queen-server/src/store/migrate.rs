@@ -36,8 +36,8 @@
 mod foreign;
 mod functions;
 
-pub(crate) use foreign::refuse_foreign_schema;
 pub use foreign::is_foreign_schema;
+pub(crate) use foreign::refuse_foreign_schema;
 
 use chrono::{SecondsFormat, Utc};
 use tokio_postgres::Client;

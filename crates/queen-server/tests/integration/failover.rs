@@ -188,7 +188,9 @@ async fn failover(loss: Loss) {
         env.insert(k.to_owned(), v.to_owned());
     }
     let b = Arc::new(TestBroker::start_env(env).await.expect("broker"));
-    b.wait_healthy(Duration::from_secs(60)).await.expect("healthy");
+    b.wait_healthy(Duration::from_secs(60))
+        .await
+        .expect("healthy");
     let queue = unique("failover");
     configure(&b, &queue, json!({ "leaseTime": LEASE_SECS })).await;
     let group = "g";
@@ -224,8 +226,7 @@ async fn failover(loss: Loss) {
                     buffered += 1;
                 }
                 let fault = *fault_at.lock().unwrap();
-                if let (Some(f), "queued", None) = (fault, s.as_str(), first_queued_after_fault)
-                {
+                if let (Some(f), "queued", None) = (fault, s.as_str(), first_queued_after_fault) {
                     if buffered > 0 {
                         first_queued_after_fault = Some(f.elapsed());
                     }
@@ -299,8 +300,7 @@ async fn failover(loss: Loss) {
     // every push was answered; now every one is delivered once, in order
     let started = Instant::now();
     loop {
-        let delivered: HashSet<(usize, usize)> =
-            seen.lock().unwrap().log.iter().copied().collect();
+        let delivered: HashSet<(usize, usize)> = seen.lock().unwrap().log.iter().copied().collect();
         if delivered.len() == total {
             break;
         }

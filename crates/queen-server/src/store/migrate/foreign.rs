@@ -7,7 +7,8 @@ use super::HISTORY_TABLE;
 use crate::store::StoreError;
 
 /// How the refusal starts, so callers can tell it from an outage.
-pub(crate) const FOREIGN_SCHEMA: &str = "schema `queen` in this database was not created by this broker";
+pub(crate) const FOREIGN_SCHEMA: &str =
+    "schema `queen` in this database was not created by this broker";
 
 /// Refuses a schema `queen` that holds objects but no migration history of ours.
 pub(crate) async fn refuse_foreign_schema(client: &Client) -> Result<(), StoreError> {
