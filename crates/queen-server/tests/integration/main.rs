@@ -23,6 +23,7 @@ mod planner_stats;
 mod pop;
 mod push;
 mod schema;
+mod settings;
 mod spool;
 mod startup;
 mod tls;
