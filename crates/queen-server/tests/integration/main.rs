@@ -24,6 +24,7 @@ mod push;
 mod schema;
 mod spool;
 mod startup;
+mod streams;
 mod tls;
 mod transaction;
 mod validation;
