@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::{Broker, BrokerError, PushItem};
 use crate::store::{
     AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, NewMessage, Registration,
-    StateFilter, StateMiss, StateOp, StateRow, StreamQuery,
+    StateFilter, StateMiss, StateOp, StateRow, StreamQueryStats,
 };
 
 /// A cycle as the HTTP layer validated it.
@@ -137,7 +137,7 @@ impl Broker {
     }
 
     /// Registered queries with their state row counts.
-    pub async fn stream_queries(&self) -> Result<Vec<(StreamQuery, i64)>, BrokerError> {
+    pub async fn stream_queries(&self) -> Result<Vec<StreamQueryStats>, BrokerError> {
         Ok(self.store.stream_queries().await?)
     }
 
@@ -248,11 +248,11 @@ impl Broker {
     pub(super) async fn refresh_stream_gauges(&self) {
         if let Ok(queries) = self.store.stream_queries().await {
             self.streams.state_rows.reset();
-            for (q, rows) in queries {
+            for q in queries {
                 self.streams
                     .state_rows
-                    .with_label_values(&[q.name.as_str()])
-                    .set(rows);
+                    .with_label_values(&[q.query.name.as_str()])
+                    .set(q.state_rows);
             }
         }
     }

@@ -40,7 +40,7 @@ pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
 pub use streams::{
     AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, CycleRefusal, Registration,
-    StateFilter, StateMiss, StateOp, StateRow, StreamQuery,
+    StateFilter, StateMiss, StateOp, StateRow, StreamQuery, StreamQueryStats,
 };
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 

@@ -337,22 +337,47 @@ impl Store {
         })
     }
 
-    /// Registered queries with their state row counts, by name (dashboard, metrics).
-    pub async fn stream_queries(&self) -> Result<Vec<(StreamQuery, i64)>, StoreError> {
+    /// Registered queries by name, with their state row counts and the lag
+    /// of their default consumer group (`streams.<name>`) on the source.
+    pub async fn stream_queries(&self) -> Result<Vec<StreamQueryStats>, StoreError> {
         with_op!(self.db, DbOp::StreamsState, |client| {
             let rows = client
                 .query(
                     "SELECT q.id, q.name, q.source_queue, q.sink_queue, q.config_hash,
-                            (SELECT count(*) FROM queen_streams.state s WHERE s.query_id = q.id) AS rows
+                            (SELECT count(*) FROM queen_streams.state s
+                             WHERE s.query_id = q.id) AS state_rows,
+                            (SELECT coalesce(sum(greatest(p.next_offset - 1
+                                     - coalesce(lc.committed_offset, 0), 0)), 0)::bigint
+                             FROM queen.queues sq
+                             JOIN queen.partitions p ON p.queue_id = sq.id
+                             LEFT JOIN queen.log_consumers lc
+                               ON lc.partition_id = p.id
+                              AND lc.consumer_group = 'streams.' || q.name
+                             WHERE sq.name = q.source_queue) AS lag
                      FROM queen_streams.queries q ORDER BY q.name",
                     &[],
                 )
                 .await?;
             rows.iter()
-                .map(|r| Ok((query_from_row(r)?, col::<i64>(r, "rows")?)))
+                .map(|r| {
+                    Ok(StreamQueryStats {
+                        query: query_from_row(r)?,
+                        state_rows: col(r, "state_rows")?,
+                        lag: col(r, "lag")?,
+                    })
+                })
                 .collect()
         })
     }
+}
+
+/// A query as listed: its state rows and the lag of its default group.
+#[derive(Debug, Clone)]
+pub struct StreamQueryStats {
+    pub query: StreamQuery,
+    pub state_rows: i64,
+    /// Source messages not yet acknowledged by `streams.<name>`.
+    pub lag: i64,
 }
 
 async fn query_source(

@@ -615,4 +615,21 @@ async fn cycles_and_state_show_in_the_metrics() {
     assert_eq!(line("queen_streams_state_ops_total{op=\"upsert\"}"), "2");
     assert_eq!(line(&format!("queen_streams_state_rows{{query=\"{}\"}}", f.name)), "2");
     assert_eq!(line("queen_streams_cycle_duration_seconds_count"), "2");
+
+    // the dashboard's listing: state rows and the lag of the query's group
+    push_numbered(&f.b, &f.source, "p1", "more", 2).await;
+    let (status, body) = f.b.get("/api/v1/streams/queries").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let q = body["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == f.name.as_str())
+        .unwrap_or_else(|| panic!("query not listed: {body}"))
+        .clone();
+    assert_eq!(q["stateRows"], 2, "{q}");
+    assert_eq!(q["lag"], 2, "{q}");
+    assert_eq!(q["sourceQueue"], f.source.as_str());
+    assert_eq!(q["sinkQueue"], f.sink.as_str());
+    assert_eq!(q["consumerGroup"], f.group.as_str());
 }

@@ -478,3 +478,26 @@ fn cycle_refusal(r: CycleRefusal) -> StreamsError {
         ),
     }
 }
+
+/// `GET /api/v1/streams/queries`: the registered queries for the dashboard.
+pub async fn list(State(app): State<AppState>) -> Result<Json<Value>, StreamsError> {
+    let queries: Vec<Value> = app
+        .broker
+        .stream_queries()
+        .await?
+        .into_iter()
+        .map(|q| {
+            json!({
+                "id": q.query.id.to_string(),
+                "name": q.query.name,
+                "sourceQueue": q.query.source_queue,
+                "sinkQueue": q.query.sink_queue,
+                "configHash": q.query.config_hash,
+                "consumerGroup": format!("streams.{}", q.query.name),
+                "stateRows": q.state_rows,
+                "lag": q.lag,
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "queries": queries })))
+}
