@@ -349,7 +349,7 @@ async def test_stream_worker_killed_mid_cycle_resumes_exactly(ctx: Ctx):
         f.write(WORKER)
     args = [sys.executable, script, QUEEN_URL, src, sink, name, str(BASE)]
 
-    first = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         # let it commit a few windows, then kill it in the middle of a cycle
         assert await wait_until(lambda: sink_count_at_least(ctx, sink, 3), 40, 0.05)
@@ -359,7 +359,7 @@ async def test_stream_worker_killed_mid_cycle_resumes_exactly(ctx: Ctx):
         killed_at = len(await sink_contents(ctx, sink))
         ctx.note(f"worker killed with {killed_at} windows in the sink")
         assert killed_at < 12, "the first worker finished before it was killed"
-        second = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        second = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             rows = await read_sink(ctx, sink, 12, timeout=60, settle=3.0)
         finally:

@@ -433,7 +433,7 @@ async fn cycle_in(
     // 2. cycles of one (query, partition) commit one after the other
     let stmt = tx
         .prepare_cached(
-            "SELECT pg_advisory_xact_lock(hashtextextended($1::text || '/' || $2::text, 20))",
+            "SELECT pg_advisory_xact_lock(hashtextextended($1::uuid::text || '/' || $2::uuid::text, 20))",
         )
         .await?;
     tx.execute(&stmt, &[&qid, &pid]).await?;
