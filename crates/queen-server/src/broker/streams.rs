@@ -191,15 +191,8 @@ impl Broker {
             .observe(started.elapsed().as_secs_f64());
         match result {
             Ok(outcome) => {
-                self.streams
-                    .cycles
-                    .with_label_values(&["committed"])
-                    .inc();
-                let deletes = input
-                    .state_ops
-                    .iter()
-                    .filter(|o| o.value.is_none())
-                    .count();
+                self.streams.cycles.with_label_values(&["committed"]).inc();
+                let deletes = input.state_ops.iter().filter(|o| o.value.is_none()).count();
                 let upserts = input.state_ops.len() - deletes;
                 self.streams
                     .state_ops
@@ -213,10 +206,7 @@ impl Broker {
                     self.announce_messages(&p.queue, &p.message.partition);
                 }
                 if let Some(ack) = &input.ack {
-                    self.metrics
-                        .acks
-                        .with_label_values(&["success"])
-                        .inc();
+                    self.metrics.acks.with_label_values(&["success"]).inc();
                     if let Some(AckDone {
                         lease_released: true,
                         partition_name: Some(partition),
@@ -231,7 +221,10 @@ impl Broker {
                         }
                     }
                 }
-                Ok(Ok(CycleDone { outcome, pushes: names }))
+                Ok(Ok(CycleDone {
+                    outcome,
+                    pushes: names,
+                }))
             }
             Err(CycleError::Refused(r)) => {
                 self.streams.cycles.with_label_values(&["refused"]).inc();

@@ -207,8 +207,9 @@ impl Store {
     ) -> Result<Registration, StoreError> {
         with_op!(self.db, DbOp::StreamsRegister, |client| {
             let tx = client.transaction().await?;
-            let select =
-                format!("SELECT {QUERY_COLUMNS} FROM queen_streams.queries WHERE name = $1 FOR UPDATE");
+            let select = format!(
+                "SELECT {QUERY_COLUMNS} FROM queen_streams.queries WHERE name = $1 FOR UPDATE"
+            );
             let insert = format!(
                 "INSERT INTO queen_streams.queries (id, name, source_queue, sink_queue, config_hash)
                  VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING RETURNING {QUERY_COLUMNS}"
@@ -235,7 +236,9 @@ impl Store {
                             });
                         }
                         // a concurrent registration won; a new statement sees its row
-                        None => Some(query_from_row(&tx.query_one(select.as_str(), &[&name]).await?)?),
+                        None => Some(query_from_row(
+                            &tx.query_one(select.as_str(), &[&name]).await?,
+                        )?),
                     }
                 }
             };
@@ -474,10 +477,8 @@ async fn cycle_in(
             .filter(|(k, v)| v.is_none() && existing.contains(**k))
             .map(|(k, _)| *k)
             .collect();
-        let (up_keys, up_values): (Vec<&str>, Vec<&str>) = last
-            .iter()
-            .filter_map(|(k, v)| v.map(|v| (*k, v)))
-            .unzip();
+        let (up_keys, up_values): (Vec<&str>, Vec<&str>) =
+            last.iter().filter_map(|(k, v)| v.map(|v| (*k, v))).unzip();
         created = i64::try_from(up_keys.iter().filter(|k| !existing.contains(**k)).count())
             .unwrap_or_default();
         removed = i64::try_from(gone.len()).unwrap_or_default();
@@ -514,10 +515,7 @@ async fn cycle_in(
                  WHERE k.partition_id = $1 AND k.transaction_id = $2",
             )
             .await?;
-        let Some(row) = tx
-            .query_opt(&stmt, &[&pid, &ack.transaction_id])
-            .await?
-        else {
+        let Some(row) = tx.query_opt(&stmt, &[&pid, &ack.transaction_id]).await? else {
             return Err(refused(CycleRefusal::MessageNotFound));
         };
         let offset: i64 = col(&row, "msg_offset")?;

@@ -568,7 +568,10 @@ async fn stream_cycles_alternate_between_brokers() {
     assert_eq!(status, StatusCode::OK, "{reg}");
     let (status, again) = b.post("/streams/v1/queries", &register).await;
     assert_eq!(status, StatusCode::OK, "{again}");
-    assert_eq!(again["query_id"], reg["query_id"], "one query, whichever broker");
+    assert_eq!(
+        again["query_id"], reg["query_id"],
+        "one query, whichever broker"
+    );
     assert_eq!(again["fresh"], false);
     let qid = reg["query_id"].clone();
     push_numbered(a, &source, "p1", "m", 6).await;
@@ -576,7 +579,11 @@ async fn stream_cycles_alternate_between_brokers() {
     for i in 0..6usize {
         // pop on one broker, read state and commit on the other
         let (popper, committer) = if i % 2 == 0 { (a, b) } else { (b, a) };
-        let body = pop_ok(popper, &pop_path(&source, None, &format!("consumerGroup={group}"))).await;
+        let body = pop_ok(
+            popper,
+            &pop_path(&source, None, &format!("consumerGroup={group}")),
+        )
+        .await;
         let msg = messages(&body)[0].clone();
         assert_eq!(msg["data"]["n"], i, "in order, none skipped or repeated");
         let (_, st) = committer

@@ -215,9 +215,12 @@ async fn register_is_idempotent_and_a_new_hash_needs_reset() {
     )
     .await
     .unwrap();
-    c.execute("DELETE FROM queen_streams.queries WHERE name = $1", &[&name])
-        .await
-        .unwrap();
+    c.execute(
+        "DELETE FROM queen_streams.queries WHERE name = $1",
+        &[&name],
+    )
+    .await
+    .unwrap();
     let rows: i64 = c
         .query_one("SELECT count(*) FROM queen_streams.state", &[])
         .await
@@ -230,11 +233,26 @@ async fn register_is_idempotent_and_a_new_hash_needs_reset() {
 async fn register_refuses_malformed_bodies() {
     let (_db, b) = setup().await;
     for (body, want) in [
-        (json!({ "source_queue": "s", "config_hash": "h" }), "name is required"),
-        (json!({ "name": "", "source_queue": "s", "config_hash": "h" }), "name must not be empty"),
-        (json!({ "name": "n", "config_hash": "h" }), "source_queue is required"),
-        (json!({ "name": "n", "source_queue": "s" }), "config_hash is required"),
-        (json!({ "name": 5, "source_queue": "s", "config_hash": "h" }), "name must be a string"),
+        (
+            json!({ "source_queue": "s", "config_hash": "h" }),
+            "name is required",
+        ),
+        (
+            json!({ "name": "", "source_queue": "s", "config_hash": "h" }),
+            "name must not be empty",
+        ),
+        (
+            json!({ "name": "n", "config_hash": "h" }),
+            "source_queue is required",
+        ),
+        (
+            json!({ "name": "n", "source_queue": "s" }),
+            "config_hash is required",
+        ),
+        (
+            json!({ "name": 5, "source_queue": "s", "config_hash": "h" }),
+            "name must be a string",
+        ),
         (
             json!({ "name": "n", "source_queue": "s", "config_hash": "h", "reset": "yes" }),
             "reset must be a boolean",
@@ -261,15 +279,23 @@ async fn register_refuses_malformed_bodies() {
         .unwrap();
     assert_eq!(resp.status(), StatusCode::BAD_REQUEST);
     let res: Value = resp.json().await.unwrap();
-    assert!(res["error"].as_str().unwrap().contains("Invalid JSON"), "{res}");
+    assert!(
+        res["error"].as_str().unwrap().contains("Invalid JSON"),
+        "{res}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cycle_commits_state_pushes_and_ack_together() {
     let f = fixture(3).await;
     let body = f.cycle(
-        json!([upsert("tumb:1\u{1f}w1\u{1f}p1", json!({ "acc": 3, "windowStart": 0, "windowEnd": 1000 })),
-               upsert("__wm__", json!({ "eventTimeMs": 5 }))]),
+        json!([
+            upsert(
+                "tumb:1\u{1f}w1\u{1f}p1",
+                json!({ "acc": 3, "windowStart": 0, "windowEnd": 1000 })
+            ),
+            upsert("__wm__", json!({ "eventTimeMs": 5 }))
+        ]),
         json!([sink_item(&f.sink, 3), sink_item(&f.sink, 4)]),
         f.ack_of(2),
     );
@@ -309,33 +335,33 @@ async fn a_cycle_commits_state_pushes_and_ack_together() {
     .await;
 
     // the idle-flush filters: prefix and ripe windows
-    let (_, res) = f
-        .b
-        .post(
+    let (_, res) =
+        f.b.post(
             "/streams/v1/state/get",
             &json!({ "query_id": f.query, "partition_id": f.pid(), "keys": [],
                      "key_prefix": "tumb:1\u{1f}", "ripe_at_or_before": 1000 }),
         )
         .await;
     assert_eq!(res["rows"].as_array().unwrap().len(), 1, "{res}");
-    let (_, res) = f
-        .b
-        .post(
+    let (_, res) =
+        f.b.post(
             "/streams/v1/state/get",
             &json!({ "query_id": f.query, "partition_id": f.pid(),
                      "key_prefix": "tumb:1\u{1f}", "ripe_at_or_before": 999 }),
         )
         .await;
     assert_eq!(res["rows"], json!([]), "{res}");
-    let (_, res) = f
-        .b
-        .post(
+    let (_, res) =
+        f.b.post(
             "/streams/v1/state/get",
             &json!({ "query_id": f.query, "partition_id": f.pid(), "keys": ["__wm__"] }),
         )
         .await;
     assert_eq!(res["rows"][0]["value"], json!({ "eventTimeMs": 5 }));
-    assert!(is_utc_timestamp(res["rows"][0]["updated_at"].as_str().unwrap(), 3));
+    assert!(is_utc_timestamp(
+        res["rows"][0]["updated_at"].as_str().unwrap(),
+        3
+    ));
 
     // a delete of an emitted window, then the same delete again (a replayed
     // flush) is refused and pushes nothing
@@ -356,7 +382,11 @@ async fn a_cycle_commits_state_pushes_and_ack_together() {
 async fn refused_cycles_write_nothing() {
     let f = fixture(3).await;
     // some state the refused cycles must leave alone
-    let seed = f.cycle(json!([upsert("keep", json!({ "n": 1 }))]), json!([]), Value::Null);
+    let seed = f.cycle(
+        json!([upsert("keep", json!({ "n": 1 }))]),
+        json!([]),
+        Value::Null,
+    );
     let (status, res) = f.post_cycle(&seed).await;
     assert_eq!(status, StatusCode::OK, "{res}");
     let state = f.state().await;
@@ -399,13 +429,48 @@ async fn refused_cycles_write_nothing() {
         f.ack_of(2),
     );
     let cases: Vec<(&str, Value, StatusCode, &str)> = vec![
-        ("unknown query", unknown_query, StatusCode::NOT_FOUND, "unknown_query"),
-        ("unknown partition", unknown_partition, StatusCode::NOT_FOUND, "unknown_partition"),
-        ("foreign lease", foreign_lease, StatusCode::CONFLICT, "stale_lease"),
-        ("foreign group", foreign_group, StatusCode::CONFLICT, "stale_lease"),
-        ("unknown message", unknown_message, StatusCode::BAD_REQUEST, "message_not_found"),
-        ("delete of a missing key", delete_missing, StatusCode::CONFLICT, "state_conflict"),
-        ("invalid sink item", bad_sink, StatusCode::BAD_REQUEST, "invalid_request"),
+        (
+            "unknown query",
+            unknown_query,
+            StatusCode::NOT_FOUND,
+            "unknown_query",
+        ),
+        (
+            "unknown partition",
+            unknown_partition,
+            StatusCode::NOT_FOUND,
+            "unknown_partition",
+        ),
+        (
+            "foreign lease",
+            foreign_lease,
+            StatusCode::CONFLICT,
+            "stale_lease",
+        ),
+        (
+            "foreign group",
+            foreign_group,
+            StatusCode::CONFLICT,
+            "stale_lease",
+        ),
+        (
+            "unknown message",
+            unknown_message,
+            StatusCode::BAD_REQUEST,
+            "message_not_found",
+        ),
+        (
+            "delete of a missing key",
+            delete_missing,
+            StatusCode::CONFLICT,
+            "state_conflict",
+        ),
+        (
+            "invalid sink item",
+            bad_sink,
+            StatusCode::BAD_REQUEST,
+            "invalid_request",
+        ),
     ];
     for (what, body, want, code) in cases {
         let (status, res) = f.post_cycle(&body).await;
@@ -441,7 +506,11 @@ async fn an_expired_lease_refuses_the_cycle() {
     configure(&b, &source, json!({ "leaseTime": 1 })).await;
     let reg = register(&b, &name, &source, "sink", "h").await;
     push_numbered(&b, &source, "p1", "m", 2).await;
-    let body = pop_ok(&b, &pop_path(&source, None, &format!("consumerGroup={group}&batch=2"))).await;
+    let body = pop_ok(
+        &b,
+        &pop_path(&source, None, &format!("consumerGroup={group}&batch=2")),
+    )
+    .await;
     let msgs = messages(&body);
     tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
     let (status, res) = b
@@ -464,14 +533,14 @@ async fn an_expired_lease_refuses_the_cycle() {
         .get(0);
     assert_eq!(rows, 0);
     let sink: i64 = c
-        .query_one(
-            "SELECT count(*) FROM queen.queues WHERE name = 'sink'",
-            &[],
-        )
+        .query_one("SELECT count(*) FROM queen.queues WHERE name = 'sink'", &[])
         .await
         .unwrap()
         .get(0);
-    assert_eq!(sink, 0, "the refused cycle did not even create the sink queue");
+    assert_eq!(
+        sink, 0,
+        "the refused cycle did not even create the sink queue"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -520,7 +589,11 @@ async fn a_cycle_that_releases_early_redelivers_the_tail() {
     assert_eq!(res["ack_result"]["lease_released"], true);
     let body = pop_ok(
         &f.b,
-        &pop_path(&f.source, None, &format!("consumerGroup={}&batch=10", f.group)),
+        &pop_path(
+            &f.source,
+            None,
+            &format!("consumerGroup={}&batch=10", f.group),
+        ),
     )
     .await;
     assert_eq!(txn_ids(&body), vec!["m-2", "m-3"]);
@@ -537,28 +610,143 @@ async fn malformed_and_oversized_cycles_are_refused() {
     };
     let big = "x".repeat(1024 * 1024 + 1);
     let cases: Vec<(Value, StatusCode, &str)> = vec![
-        (with("query_id", json!("not-a-uuid")), StatusCode::BAD_REQUEST, "query_id must be a valid UUID"),
-        (with("query_id", Value::Null), StatusCode::BAD_REQUEST, "query_id is required"),
-        (with("partition_id", json!(7)), StatusCode::BAD_REQUEST, "partition_id must be a string"),
-        (with("state_ops", json!({})), StatusCode::BAD_REQUEST, "state_ops must be an array"),
-        (with("state_ops", json!([5])), StatusCode::BAD_REQUEST, "state_ops[0] must be an object"),
-        (with("state_ops", json!([{ "type": "merge", "key": "k", "value": 1 }])), StatusCode::BAD_REQUEST, "must be \"upsert\" or \"delete\""),
-        (with("state_ops", json!([{ "type": "upsert", "key": "", "value": 1 }])), StatusCode::BAD_REQUEST, "key must be a non-empty string"),
-        (with("state_ops", json!([{ "type": "upsert", "key": 3, "value": 1 }])), StatusCode::BAD_REQUEST, "key must be a non-empty string"),
-        (with("state_ops", json!([{ "type": "upsert", "key": "k" }])), StatusCode::BAD_REQUEST, "value is required"),
-        (with("state_ops", json!([{ "type": "upsert", "key": "k", "value": "a\u{0}b" }])), StatusCode::BAD_REQUEST, "NUL"),
-        (with("state_ops", json!([{ "type": "upsert", "key": "k", "value": big }])), StatusCode::PAYLOAD_TOO_LARGE, "is over"),
-        (with("state_ops", json!([{ "type": "upsert", "key": "k".repeat(1025), "value": 1 }])), StatusCode::PAYLOAD_TOO_LARGE, "is over"),
-        (with("push_items", json!("x")), StatusCode::BAD_REQUEST, "push_items must be an array"),
-        (with("push_items", json!([{ "partition": "p" }])), StatusCode::BAD_REQUEST, "Queue must be a string"),
-        (with("push_items", json!([{ "queue": "a", "transactionId": "t" }, { "queue": "a", "transactionId": "t" }])), StatusCode::BAD_REQUEST, "repeat transactionId"),
-        (with("ack", json!(5)), StatusCode::BAD_REQUEST, "ack must be an object"),
-        (with("ack", json!({ "leaseId": f.msgs[0]["leaseId"] })), StatusCode::BAD_REQUEST, "ack.transactionId is required"),
-        (with("ack", json!({ "transactionId": "m-0" })), StatusCode::BAD_REQUEST, "ack.leaseId is required"),
-        (with("ack", json!({ "transactionId": "m-0", "leaseId": f.msgs[0]["leaseId"], "status": "failed" })), StatusCode::BAD_REQUEST, "ack.status"),
-        (with("ack", json!({ "transactionId": "m-0", "leaseId": f.msgs[0]["leaseId"], "count": 0 })), StatusCode::BAD_REQUEST, "ack.count"),
-        (with("release_lease", json!("no")), StatusCode::BAD_REQUEST, "release_lease must be a boolean"),
-        (with("consumer_group", json!(1)), StatusCode::BAD_REQUEST, "consumer_group must be a string"),
+        (
+            with("query_id", json!("not-a-uuid")),
+            StatusCode::BAD_REQUEST,
+            "query_id must be a valid UUID",
+        ),
+        (
+            with("query_id", Value::Null),
+            StatusCode::BAD_REQUEST,
+            "query_id is required",
+        ),
+        (
+            with("partition_id", json!(7)),
+            StatusCode::BAD_REQUEST,
+            "partition_id must be a string",
+        ),
+        (
+            with("state_ops", json!({})),
+            StatusCode::BAD_REQUEST,
+            "state_ops must be an array",
+        ),
+        (
+            with("state_ops", json!([5])),
+            StatusCode::BAD_REQUEST,
+            "state_ops[0] must be an object",
+        ),
+        (
+            with(
+                "state_ops",
+                json!([{ "type": "merge", "key": "k", "value": 1 }]),
+            ),
+            StatusCode::BAD_REQUEST,
+            "must be \"upsert\" or \"delete\"",
+        ),
+        (
+            with(
+                "state_ops",
+                json!([{ "type": "upsert", "key": "", "value": 1 }]),
+            ),
+            StatusCode::BAD_REQUEST,
+            "key must be a non-empty string",
+        ),
+        (
+            with(
+                "state_ops",
+                json!([{ "type": "upsert", "key": 3, "value": 1 }]),
+            ),
+            StatusCode::BAD_REQUEST,
+            "key must be a non-empty string",
+        ),
+        (
+            with("state_ops", json!([{ "type": "upsert", "key": "k" }])),
+            StatusCode::BAD_REQUEST,
+            "value is required",
+        ),
+        (
+            with(
+                "state_ops",
+                json!([{ "type": "upsert", "key": "k", "value": "a\u{0}b" }]),
+            ),
+            StatusCode::BAD_REQUEST,
+            "NUL",
+        ),
+        (
+            with(
+                "state_ops",
+                json!([{ "type": "upsert", "key": "k", "value": big }]),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "is over",
+        ),
+        (
+            with(
+                "state_ops",
+                json!([{ "type": "upsert", "key": "k".repeat(1025), "value": 1 }]),
+            ),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "is over",
+        ),
+        (
+            with("push_items", json!("x")),
+            StatusCode::BAD_REQUEST,
+            "push_items must be an array",
+        ),
+        (
+            with("push_items", json!([{ "partition": "p" }])),
+            StatusCode::BAD_REQUEST,
+            "Queue must be a string",
+        ),
+        (
+            with(
+                "push_items",
+                json!([{ "queue": "a", "transactionId": "t" }, { "queue": "a", "transactionId": "t" }]),
+            ),
+            StatusCode::BAD_REQUEST,
+            "repeat transactionId",
+        ),
+        (
+            with("ack", json!(5)),
+            StatusCode::BAD_REQUEST,
+            "ack must be an object",
+        ),
+        (
+            with("ack", json!({ "leaseId": f.msgs[0]["leaseId"] })),
+            StatusCode::BAD_REQUEST,
+            "ack.transactionId is required",
+        ),
+        (
+            with("ack", json!({ "transactionId": "m-0" })),
+            StatusCode::BAD_REQUEST,
+            "ack.leaseId is required",
+        ),
+        (
+            with(
+                "ack",
+                json!({ "transactionId": "m-0", "leaseId": f.msgs[0]["leaseId"], "status": "failed" }),
+            ),
+            StatusCode::BAD_REQUEST,
+            "ack.status",
+        ),
+        (
+            with(
+                "ack",
+                json!({ "transactionId": "m-0", "leaseId": f.msgs[0]["leaseId"], "count": 0 }),
+            ),
+            StatusCode::BAD_REQUEST,
+            "ack.count",
+        ),
+        (
+            with("release_lease", json!("no")),
+            StatusCode::BAD_REQUEST,
+            "release_lease must be a boolean",
+        ),
+        (
+            with("consumer_group", json!(1)),
+            StatusCode::BAD_REQUEST,
+            "consumer_group must be a string",
+        ),
     ];
     for (body, want, text) in cases {
         let (status, res) = f.post_cycle(&body).await;
@@ -570,11 +758,26 @@ async fn malformed_and_oversized_cycles_are_refused() {
     // state/get refuses the same way
     for (body, want) in [
         (json!({ "partition_id": f.pid() }), StatusCode::BAD_REQUEST),
-        (json!({ "query_id": f.query, "partition_id": "nope" }), StatusCode::BAD_REQUEST),
-        (json!({ "query_id": f.query, "partition_id": f.pid(), "keys": [1] }), StatusCode::BAD_REQUEST),
-        (json!({ "query_id": f.query, "partition_id": f.pid(), "ripe_at_or_before": "x" }), StatusCode::BAD_REQUEST),
-        (json!({ "query_id": uuid::Uuid::new_v4().to_string(), "partition_id": f.pid() }), StatusCode::NOT_FOUND),
-        (json!({ "query_id": f.query, "partition_id": uuid::Uuid::new_v4().to_string() }), StatusCode::NOT_FOUND),
+        (
+            json!({ "query_id": f.query, "partition_id": "nope" }),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({ "query_id": f.query, "partition_id": f.pid(), "keys": [1] }),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({ "query_id": f.query, "partition_id": f.pid(), "ripe_at_or_before": "x" }),
+            StatusCode::BAD_REQUEST,
+        ),
+        (
+            json!({ "query_id": uuid::Uuid::new_v4().to_string(), "partition_id": f.pid() }),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            json!({ "query_id": f.query, "partition_id": uuid::Uuid::new_v4().to_string() }),
+            StatusCode::NOT_FOUND,
+        ),
     ] {
         let (status, res) = f.b.post("/streams/v1/state/get", &body).await;
         assert_error(status, &res, want);
@@ -588,7 +791,11 @@ async fn malformed_and_oversized_cycles_are_refused() {
 async fn cycles_and_state_show_in_the_metrics() {
     let f = fixture(1).await;
     let (status, _) = f
-        .post_cycle(&f.cycle(json!([upsert("a", json!(1)), upsert("b", json!(2))]), json!([]), f.ack_of(0)))
+        .post_cycle(&f.cycle(
+            json!([upsert("a", json!(1)), upsert("b", json!(2))]),
+            json!([]),
+            f.ack_of(0),
+        ))
         .await;
     assert_eq!(status, StatusCode::OK);
     let (status, _) = f
@@ -610,10 +817,16 @@ async fn cycles_and_state_show_in_the_metrics() {
             .unwrap()
             .to_owned()
     };
-    assert_eq!(line("queen_streams_cycles_total{outcome=\"committed\"}"), "1");
+    assert_eq!(
+        line("queen_streams_cycles_total{outcome=\"committed\"}"),
+        "1"
+    );
     assert_eq!(line("queen_streams_cycles_total{outcome=\"refused\"}"), "1");
     assert_eq!(line("queen_streams_state_ops_total{op=\"upsert\"}"), "2");
-    assert_eq!(line(&format!("queen_streams_state_rows{{query=\"{}\"}}", f.name)), "2");
+    assert_eq!(
+        line(&format!("queen_streams_state_rows{{query=\"{}\"}}", f.name)),
+        "2"
+    );
     assert_eq!(line("queen_streams_cycle_duration_seconds_count"), "2");
 
     // the dashboard's listing: state rows and the lag of the query's group

@@ -22,7 +22,9 @@ use crate::http::auth::Caller;
 use crate::http::body::{parse_object, read_bytes};
 use crate::http::error::ApiError;
 use crate::http::record_target;
-use crate::store::{AppendStatus, CycleAck, CycleRefusal, Registration, StateFilter, StateMiss, StateOp};
+use crate::store::{
+    AppendStatus, CycleAck, CycleRefusal, Registration, StateFilter, StateMiss, StateOp,
+};
 
 /// Largest state value, as JSON text.
 pub const MAX_STATE_VALUE_BYTES: usize = 1024 * 1024;
@@ -292,9 +294,7 @@ fn parse_state_ops(map: &Body_) -> Result<Vec<StateOp>, StreamsError> {
                         return Err(StreamsError::new(
                             StatusCode::PAYLOAD_TOO_LARGE,
                             "too_large",
-                            format!(
-                                "state_ops[{i}].value is over {MAX_STATE_VALUE_BYTES} bytes"
-                            ),
+                            format!("state_ops[{i}].value is over {MAX_STATE_VALUE_BYTES} bytes"),
                         ));
                     }
                     if text.contains("\\u0000") {
@@ -326,8 +326,8 @@ fn parse_ack(map: &Body_) -> Result<Option<(CycleAck, Option<u64>)>, StreamsErro
     let transaction_id = req_str(ack, "transactionId")
         .map_err(|e| StreamsError::bad(format!("ack.{}", e.message)))?
         .to_owned();
-    let lease_id = req_uuid(ack, "leaseId")
-        .map_err(|e| StreamsError::bad(format!("ack.{}", e.message)))?;
+    let lease_id =
+        req_uuid(ack, "leaseId").map_err(|e| StreamsError::bad(format!("ack.{}", e.message)))?;
     match ack.get("status") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) if s == "completed" || s == "success" => {}
