@@ -556,7 +556,7 @@ async fn a_seek_through_another_replica_is_served_by_a_long_poll() {
 /// each reading the state the other wrote, and the end result is exact.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_cycles_alternate_between_brokers() {
-    let (_db, c) = cluster(2, &[]).await;
+    let (_db, c) = meshed(2, &[]).await;
     let (a, b) = (c.node(0), c.node(1));
     let name = unique("q");
     let source = unique("src");
@@ -581,11 +581,11 @@ async fn stream_cycles_alternate_between_brokers() {
         let (popper, committer) = if i % 2 == 0 { (a, b) } else { (b, a) };
         let body = pop_ok(
             popper,
-            &pop_path(&source, None, &format!("consumerGroup={group}")),
+            &pop_path(&source, None, &format!("consumerGroup={group}&wait=true&timeout=5000")),
         )
         .await;
         let msg = messages(&body)[0].clone();
-        assert_eq!(msg["data"]["n"], i, "in order, none skipped or repeated");
+        assert_eq!(msg["data"]["n"], i, "in order, none skipped or repeated (round {i})");
         let (_, st) = committer
             .post(
                 "/streams/v1/state/get",
