@@ -581,11 +581,18 @@ async fn stream_cycles_alternate_between_brokers() {
         let (popper, committer) = if i % 2 == 0 { (a, b) } else { (b, a) };
         let body = pop_ok(
             popper,
-            &pop_path(&source, None, &format!("consumerGroup={group}&wait=true&timeout=5000")),
+            &pop_path(
+                &source,
+                None,
+                &format!("consumerGroup={group}&wait=true&timeout=5000"),
+            ),
         )
         .await;
         let msg = messages(&body)[0].clone();
-        assert_eq!(msg["data"]["n"], i, "in order, none skipped or repeated (round {i})");
+        assert_eq!(
+            msg["data"]["n"], i,
+            "in order, none skipped or repeated (round {i})"
+        );
         let (_, st) = committer
             .post(
                 "/streams/v1/state/get",
