@@ -162,6 +162,7 @@ impl Broker {
             }
             m.dlq_depth.set(total);
         }
+        self.refresh_stream_gauges().await;
         m.mesh_auth.reset();
         m.mesh_auth
             .with_label_values(&[self.config.mesh.auth.as_str()])

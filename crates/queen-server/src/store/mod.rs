@@ -27,6 +27,7 @@ mod pool;
 mod pop;
 mod push;
 mod queues;
+mod streams;
 mod tls;
 mod transaction;
 
@@ -40,6 +41,10 @@ pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
+pub use streams::{
+    AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, CycleRefusal, Registration,
+    StateFilter, StateMiss, StateOp, StateRow, StreamQuery, StreamQueryStats,
+};
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 
 use tokio_postgres::types::FromSql;

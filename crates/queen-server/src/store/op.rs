@@ -122,6 +122,12 @@ db_ops! {
     Retention => "retention", "store.retention";
     /// One eviction pass.
     Eviction => "eviction", "store.eviction";
+    /// `/streams/v1/queries`: registering a stream query.
+    StreamsRegister => "streams_register", "store.streams_register";
+    /// `/streams/v1/cycle`: state, sink pushes and source ack in one transaction.
+    StreamsCycle => "streams_cycle", "store.streams_cycle";
+    /// `/streams/v1/state/get` and the query listing.
+    StreamsState => "streams_state", "store.streams_state";
 }
 
 impl DbOp {

@@ -26,6 +26,7 @@ mod schema;
 mod settings;
 mod spool;
 mod startup;
+mod streams;
 mod tls;
 mod transaction;
 mod validation;
