@@ -11,6 +11,7 @@
 
 use std::error::Error as StdError;
 use std::fmt;
+use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -77,8 +78,8 @@ fn target_error(req: &Request) -> Option<ApiError> {
             .get(i)
             .and_then(|p| p.strip_prefix('{'))
             .and_then(|p| p.strip_suffix('}'))
-            .unwrap_or("path");
-        if let Some(e) = target_problem(name, &percent_decode(segment, false)) {
+            .map_or_else(|| "path".to_owned(), camel_case);
+        if let Some(e) = target_problem(&name, &percent_decode(segment, false)) {
             return Some(e);
         }
     }
@@ -94,6 +95,23 @@ fn target_error(req: &Request) -> Option<ApiError> {
         }
     }
     None
+}
+
+/// `transaction_id` → `transactionId`: path parameters named as the API's fields.
+fn camel_case(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut upper = false;
+    for c in s.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
 }
 
 /// A body that did not arrive in time.
@@ -207,7 +225,7 @@ pub async fn json_errors(response: Response) -> Response {
     // keep what the layers set (CORS, allow, retry-after), but not the old body's framing
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
-            out.headers_mut().insert(name.clone(), value.clone());
+            out.headers_mut().append(name.clone(), value.clone());
         }
     }
     out
