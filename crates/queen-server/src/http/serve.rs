@@ -22,7 +22,7 @@ use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -30,6 +30,8 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::LimitsConfig;
 
+/// Connections over the cap answered 503 at once; beyond, they are closed unanswered.
+const MAX_REFUSALS_IN_FLIGHT: usize = 64;
 /// How long a refused connection's 503 may take to write.
 const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -42,6 +44,7 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> io::Result<()> {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_FLIGHT));
     let tracker = TaskTracker::new();
     let mut builder = http1::Builder::new();
     builder
@@ -63,7 +66,14 @@ pub async fn serve(
         };
         let _ = stream.set_nodelay(true);
         let Ok(permit) = slots.clone().try_acquire_owned() else {
-            tracker.spawn(refuse(stream, limits.max_connections));
+            // answered while few refusals are in flight; in a flood, just closed
+            if let Ok(refusing) = refusals.clone().try_acquire_owned() {
+                let cap = limits.max_connections;
+                tracker.spawn(async move {
+                    refuse(stream, cap).await;
+                    drop(refusing);
+                });
+            }
             continue;
         };
         let conn = builder.serve_connection(
@@ -102,31 +112,81 @@ async fn refuse(mut stream: TcpStream, cap: usize) {
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, async {
-        stream.write_all(answer.as_bytes()).await?;
-        stream.shutdown().await
-    })
-    .await;
+    let written = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, stream.write_all(answer.as_bytes())).await;
+    if matches!(written, Ok(Ok(()))) {
+        // the request the client sent meanwhile stays unread: linger, do not reset
+        linger(stream).await;
+    }
 }
 
 /// The connection's byte stream, with hyper's own error answers (status
 /// line, `content-length: 0`, no body) replaced by the same status with a
 /// JSON `error` body. Every answer of the router to an error has a body, so
 /// an empty 4xx/5xx on the wire is one of hyper's.
-pub struct ErrorBodies<S> {
-    inner: S,
+///
+/// After such an answer hyper closes the connection with the rest of the
+/// request unread, and closing a socket with unread bytes sends a reset that
+/// can destroy the answer before the client reads it. So the close lingers
+/// (on drop): our side is shut down first, so the client sees the end of the
+/// answer, then what the client still sends is read and dropped, for
+/// [`LINGER`] or [`LINGER_BYTES`] at most.
+pub struct ErrorBodies {
+    /// `None` only once dropped.
+    inner: Option<TcpStream>,
     /// The replacement being written: bytes, how many are out, and the
     /// length of hyper's buffer it stands for.
     pending: Option<(Vec<u8>, usize, usize)>,
+    /// Set once an error answer went out: the close lingers.
+    answered_error: bool,
 }
 
-impl<S> ErrorBodies<S> {
-    pub fn new(inner: S) -> Self {
+/// Most time a close lingers after an error answer.
+const LINGER: Duration = Duration::from_secs(2);
+/// Most bytes read and dropped while a close lingers.
+const LINGER_BYTES: usize = 4 << 20;
+
+impl ErrorBodies {
+    pub fn new(inner: TcpStream) -> Self {
         Self {
-            inner,
+            inner: Some(inner),
             pending: None,
+            answered_error: false,
         }
     }
+
+    fn io(&mut self) -> io::Result<&mut TcpStream> {
+        self.inner
+            .as_mut()
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+}
+
+impl Drop for ErrorBodies {
+    fn drop(&mut self) {
+        let (true, Some(stream)) = (self.answered_error, self.inner.take()) else {
+            return;
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(linger(stream));
+        }
+    }
+}
+
+/// Shuts our side of `stream`, then reads and drops what the client still sends.
+async fn linger(mut stream: TcpStream) {
+    let _ = tokio::time::timeout(LINGER, async {
+        stream.shutdown().await?;
+        let mut scratch = vec![0u8; 16 * 1024];
+        let mut drained = 0;
+        while drained < LINGER_BYTES {
+            match stream.read(&mut scratch).await? {
+                0 => break,
+                n => drained += n,
+            }
+        }
+        io::Result::Ok(())
+    })
+    .await;
 }
 
 /// The JSON answer standing for hyper's automatic error answer `buf`, if it is one.
@@ -164,17 +224,20 @@ pub fn json_for_automatic_error(buf: &[u8]) -> Option<Vec<u8>> {
     )
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for ErrorBodies<S> {
+impl AsyncRead for ErrorBodies {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        match self.get_mut().io() {
+            Ok(s) => Pin::new(s).poll_read(cx, buf),
+            Err(e) => Poll::Ready(Err(e)),
+        }
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for ErrorBodies<S> {
+impl AsyncWrite for ErrorBodies {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -184,14 +247,17 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ErrorBodies<S> {
         if this.pending.is_none() {
             match json_for_automatic_error(buf) {
                 Some(answer) => this.pending = Some((answer, 0, buf.len())),
-                None => return Pin::new(&mut this.inner).poll_write(cx, buf),
+                None => return Pin::new(this.io()?).poll_write(cx, buf),
             }
         }
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(Err(io::ErrorKind::NotConnected.into()));
+        };
         let Some((answer, written, stands_for)) = this.pending.as_mut() else {
             return Poll::Ready(Ok(0));
         };
         while *written < answer.len() {
-            let n = ready!(Pin::new(&mut this.inner).poll_write(cx, &answer[*written..]))?;
+            let n = ready!(Pin::new(&mut *inner).poll_write(cx, &answer[*written..]))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -199,15 +265,16 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for ErrorBodies<S> {
         }
         let stands_for = *stands_for;
         this.pending = None;
+        this.answered_error = true;
         Poll::Ready(Ok(stands_for))
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        Pin::new(self.get_mut().io()?).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        Pin::new(self.get_mut().io()?).poll_shutdown(cx)
     }
     // not vectored: hyper then hands each answer over as one buffer
 }

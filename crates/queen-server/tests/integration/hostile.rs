@@ -9,7 +9,7 @@ use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use queen_testkit::TestBroker;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::common::*;
@@ -65,7 +65,7 @@ impl RawAnswer {
 }
 
 /// Reads one HTTP/1.1 answer (head, then a `content-length` body) from `s`.
-async fn read_answer(s: &mut TcpStream) -> Option<RawAnswer> {
+async fn read_answer(s: &mut (impl AsyncRead + Unpin)) -> Option<RawAnswer> {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     let head_end = loop {
@@ -100,15 +100,22 @@ async fn read_answer(s: &mut TcpStream) -> Option<RawAnswer> {
     Some(RawAnswer { status, head, body })
 }
 
-/// Sends `bytes` on a new connection and reads the answer (20 s at most).
+/// Sends `bytes` on a new connection and reads the answer (20 s at most),
+/// reading while it writes: the broker may answer before it read everything.
 async fn raw(b: &TestBroker, bytes: &[u8]) -> RawAnswer {
-    let mut s = TcpStream::connect(b.addr).await.unwrap();
-    // the broker may answer (and close) before it has read everything
-    let _ = s.write_all(bytes).await;
-    tokio::time::timeout(Duration::from_secs(20), read_answer(&mut s))
+    let s = TcpStream::connect(b.addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let bytes = bytes.to_vec();
+    let writer = tokio::spawn(async move {
+        let _ = wr.write_all(&bytes).await;
+        wr
+    });
+    let answer = tokio::time::timeout(Duration::from_secs(20), read_answer(&mut rd))
         .await
         .expect("an answer within 20 s")
-        .expect("an answer before the connection closed")
+        .expect("an answer before the connection closed");
+    writer.abort();
+    answer
 }
 
 /// Waits until the peer closes `s` (EOF or reset), for at most `limit`.
@@ -381,7 +388,7 @@ fn token(claims: Value) -> String {
     encode(
         &Header::new(Algorithm::HS256),
         &claims,
-        &EncodingKey::from_secret(SECRET.as_bytes()),
+        &EncodingKey::from_secret(SECRET.as_bytes()).unwrap(),
     )
     .unwrap()
 }
@@ -644,24 +651,26 @@ async fn a_stalled_body_gets_408() {
         .expect("an answer");
     let e = answer.error(408);
     assert!(e.contains("1000 ms"), "{e}");
-    // a trickled chunked body is cut the same way
-    let mut s = TcpStream::connect(b.addr).await.unwrap();
-    s.write_all(b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n")
-        .await
-        .unwrap();
-    let trickle = async {
+    // a chunked body trickled a byte every 100 ms (10 s in all) is cut the same way
+    let s = TcpStream::connect(b.addr).await.unwrap();
+    let (mut rd, mut wr) = s.into_split();
+    let trickle = tokio::spawn(async move {
+        let head = b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n";
+        if wr.write_all(head).await.is_err() {
+            return;
+        }
         for _ in 0..100 {
-            if s.write_all(b"1\r\n \r\n").await.is_err() {
-                break;
+            if wr.write_all(b"1\r\n \r\n").await.is_err() {
+                return;
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(3), trickle).await;
-    let answer = tokio::time::timeout(Duration::from_secs(10), read_answer(&mut s))
+    });
+    let answer = tokio::time::timeout(Duration::from_secs(8), read_answer(&mut rd))
         .await
-        .expect("an answer")
+        .expect("an answer before the trickle ends")
         .expect("an answer");
+    trickle.abort();
     answer.error(408);
 }
 
