@@ -179,7 +179,13 @@ mod tests {
         ] {
             assert_eq!(check_payload(ok, 64), Ok(()), "{ok}");
         }
-        for bad in ["1e400", "-1e400", "\"\\ud800\"", "\"\\udc00x\"", "{\"\\ud800\":1}"] {
+        for bad in [
+            "1e400",
+            "-1e400",
+            "\"\\ud800\"",
+            "\"\\udc00x\"",
+            "{\"\\ud800\":1}",
+        ] {
             assert!(
                 matches!(check_payload(bad, 64), Err(PayloadError::Invalid(_))),
                 "{bad}: {:?}",
@@ -187,7 +193,10 @@ mod tests {
             );
         }
         for depth in [65, 129, 10_000] {
-            assert_eq!(check_payload(&nested(depth), 64), Err(PayloadError::TooDeep(64)));
+            assert_eq!(
+                check_payload(&nested(depth), 64),
+                Err(PayloadError::TooDeep(64))
+            );
         }
     }
 
@@ -204,7 +213,10 @@ mod tests {
         let ok: Value = serde_json::json!({"items": [{"payload": "\u{0}", "data": ["\u{0}"]}]});
         assert_eq!(nul_field(ok.as_object().unwrap()), None);
         let trace: Value = serde_json::json!({"data": {"note": "\u{0}"}});
-        assert_eq!(nul_field(trace.as_object().unwrap()).as_deref(), Some("data.note"));
+        assert_eq!(
+            nul_field(trace.as_object().unwrap()).as_deref(),
+            Some("data.note")
+        );
     }
 
     /// Replays every saved input under `fuzz/corpus/http_body/` (and crash
@@ -213,7 +225,10 @@ mod tests {
     fn corpus_replays_without_panicking() {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
         let mut seen = 0;
-        for dir in [root.join("corpus/http_body"), root.join("artifacts/http_body")] {
+        for dir in [
+            root.join("corpus/http_body"),
+            root.join("artifacts/http_body"),
+        ] {
             let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };

@@ -56,9 +56,7 @@ fn target_problem(what: &str, decoded: &[u8]) -> Option<ApiError> {
     if std::str::from_utf8(decoded).is_err() {
         return Some(ApiError::bad_request(format!("{what} must be valid UTF-8")));
     }
-    decoded
-        .contains(&0)
-        .then(|| super::limits::nul_error(what))
+    decoded.contains(&0).then(|| super::limits::nul_error(what))
 }
 
 /// Middleware: refuses a path or query string that no handler could use.
@@ -71,7 +69,10 @@ pub async fn check_target(req: Request, next: Next) -> Response {
 
 fn target_error(req: &Request) -> Option<ApiError> {
     let uri = req.uri();
-    let pattern = req.extensions().get::<MatchedPath>().map(MatchedPath::as_str);
+    let pattern = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
     let pattern_segments: Vec<&str> = pattern.map_or_else(Vec::new, |p| p.split('/').collect());
     for (i, segment) in uri.path().split('/').enumerate() {
         let name = pattern_segments

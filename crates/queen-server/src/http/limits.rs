@@ -51,7 +51,9 @@ mod tests {
     fn text_is_bounded() {
         assert!(check_text("group", &"g".repeat(255), 255).is_ok());
         assert_eq!(
-            check_text("group", &"g".repeat(256), 255).unwrap_err().message,
+            check_text("group", &"g".repeat(256), 255)
+                .unwrap_err()
+                .message,
             "group must be at most 255 characters"
         );
         assert_eq!(

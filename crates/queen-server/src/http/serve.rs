@@ -112,7 +112,8 @@ async fn refuse(mut stream: TcpStream, cap: usize) {
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
         body.len()
     );
-    let written = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, stream.write_all(answer.as_bytes())).await;
+    let written =
+        tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, stream.write_all(answer.as_bytes())).await;
     if matches!(written, Ok(Ok(()))) {
         // the request the client sent meanwhile stays unread: linger, do not reset
         linger(stream).await;
@@ -289,7 +290,10 @@ mod tests {
         let out = String::from_utf8(json_for_automatic_error(head).unwrap()).unwrap();
         assert!(out.starts_with("HTTP/1.1 431 "), "{out}");
         assert!(out.contains("content-type: application/json"), "{out}");
-        assert!(out.ends_with(r#"{"error":"Request header fields too large"}"#), "{out}");
+        assert!(
+            out.ends_with(r#"{"error":"Request header fields too large"}"#),
+            "{out}"
+        );
         // answers with a body, and successes, go out untouched
         let with_body = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 11\r\n\r\n{\"error\":1}";
         assert!(json_for_automatic_error(with_body).is_none());

@@ -148,7 +148,10 @@ async fn payloads_that_cannot_come_back_are_refused_at_push() {
         ("1e400".to_owned(), "payload cannot be stored as sent"),
         ("-1e400".to_owned(), "payload cannot be stored as sent"),
         (r#""\ud800""#.to_owned(), "payload cannot be stored as sent"),
-        (r#"{"k":"a\udc00b"}"#.to_owned(), "payload cannot be stored as sent"),
+        (
+            r#"{"k":"a\udc00b"}"#.to_owned(),
+            "payload cannot be stored as sent",
+        ),
         (nested(65), "payload is nested deeper than 64 levels"),
         (nested(10_000), "payload is nested deeper than 64 levels"),
     ];
@@ -169,7 +172,10 @@ async fn payloads_that_cannot_come_back_are_refused_at_push() {
     assert_error(status, &v, StatusCode::BAD_REQUEST);
     // nothing of any refused request was stored
     let client = db.client().await.unwrap();
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.segments").await, 0);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.segments").await,
+        0
+    );
     pop_empty(&b, &pop_path(&q, None, "")).await;
 }
 
@@ -194,7 +200,12 @@ async fn payloads_at_the_limits_come_back_through_every_read() {
         .enumerate()
         .map(|(i, t)| format!(r#"{{"queue":"{q}","transactionId":"e-{i}","payload":{t}}}"#))
         .collect();
-    let (status, v) = post_raw(&b, "/api/v1/push", format!(r#"{{"items":[{}]}}"#, items.join(","))).await;
+    let (status, v) = post_raw(
+        &b,
+        "/api/v1/push",
+        format!(r#"{{"items":[{}]}}"#, items.join(",")),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{v}");
     let want: Vec<Value> = texts
         .iter()
@@ -216,7 +227,10 @@ async fn payloads_at_the_limits_come_back_through_every_read() {
     for e in entries {
         let i: usize = e["transactionId"].as_str().unwrap()[2..].parse().unwrap();
         assert_eq!(e["data"], want[i], "DLQ of e-{i}");
-        let path = format!("/api/v1/messages/{}/e-{i}", e["partitionId"].as_str().unwrap());
+        let path = format!(
+            "/api/v1/messages/{}/e-{i}",
+            e["partitionId"].as_str().unwrap()
+        );
         let (status, detail) = b.get(&path).await;
         assert_eq!(status, StatusCode::OK, "{detail}");
         assert_eq!(detail["payload"], want[i], "detail of e-{i}");
@@ -234,13 +248,7 @@ async fn read_routes_answer_json_for_any_stored_row() {
     ack(&b, &messages(&body)[0], "dlq", Some("x")).await;
     let client = db.client().await.unwrap();
     let deep = nested(10_000);
-    let hostile = [
-        "1e400",
-        "not json {",
-        deep.as_str(),
-        "\"\\ud800\"",
-        "",
-    ];
+    let hostile = ["1e400", "not json {", deep.as_str(), "\"\\ud800\"", ""];
     client
         .execute(
             "UPDATE queen.segments SET payloads = $1::text[]",
@@ -270,9 +278,7 @@ async fn read_routes_answer_json_for_any_stored_row() {
     assert_eq!(status, StatusCode::OK, "{list}");
     let body = pop_ok(&b, &pop_path(&q, None, "batch=10")).await;
     assert_eq!(messages(&body).len(), 3, "{body}");
-    let (status, _) = b
-        .get(&format!("/api/v1/status/queues/{q}/messages"))
-        .await;
+    let (status, _) = b.get(&format!("/api/v1/status/queues/{q}/messages")).await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -339,7 +345,11 @@ async fn nul_characters_are_refused_naming_the_field() {
     for (path, body, field) in bodies {
         let (status, v) = b.post(path, &body).await;
         let e = assert_error(status, &v, StatusCode::BAD_REQUEST);
-        assert_eq!(e, format!("{field} must not contain NUL characters"), "{path}");
+        assert_eq!(
+            e,
+            format!("{field} must not contain NUL characters"),
+            "{path}"
+        );
     }
     let gets = [
         ("/api/v1/dlq?queue=a%00", "queue"),
@@ -357,23 +367,34 @@ async fn nul_characters_are_refused_naming_the_field() {
     for (path, field) in gets {
         let (status, v) = b.get(path).await;
         let e = assert_error(status, &v, StatusCode::BAD_REQUEST);
-        assert_eq!(e, format!("{field} must not contain NUL characters"), "{path}");
+        assert_eq!(
+            e,
+            format!("{field} must not contain NUL characters"),
+            "{path}"
+        );
     }
-    let (status, v) = b
-        .get(&format!("/api/v1/messages/{pid}/n%00"))
-        .await;
+    let (status, v) = b.get(&format!("/api/v1/messages/{pid}/n%00")).await;
     let e = assert_error(status, &v, StatusCode::BAD_REQUEST);
     assert_eq!(e, "transactionId must not contain NUL characters");
     let (status, v) = b.delete("/api/v1/consumer-groups/g%00/queues/q").await;
     assert_error(status, &v, StatusCode::BAD_REQUEST);
     let (status, v) = b
-        .post("/api/v1/consumer-groups/g%00/subscription", &json!({"subscriptionTimestamp": "2026-01-01T00:00:00Z"}))
+        .post(
+            "/api/v1/consumer-groups/g%00/subscription",
+            &json!({"subscriptionTimestamp": "2026-01-01T00:00:00Z"}),
+        )
         .await;
     assert_error(status, &v, StatusCode::BAD_REQUEST);
     // nothing was written by any of them
     let client = db.client().await.unwrap();
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.message_traces").await, 0);
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.dead_letters").await, 0);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.message_traces").await,
+        0
+    );
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.dead_letters").await,
+        0
+    );
     assert_eq!(
         count(&client, "SELECT count(*) FROM queen.message_keys").await,
         1
@@ -481,8 +502,11 @@ async fn tokens_without_exp_only_when_allowed() {
     let (status, v) = status_with(&b, &token(json!({"sub": "s", "role": "admin"}))).await;
     assert_eq!(status, StatusCode::OK, "{v}");
     // an exp that is there is still checked
-    let (status, v) =
-        status_with(&b, &token(json!({"sub": "s", "role": "admin", "exp": now() - 3600}))).await;
+    let (status, v) = status_with(
+        &b,
+        &token(json!({"sub": "s", "role": "admin", "exp": now() - 3600})),
+    )
+    .await;
     assert_error(status, &v, StatusCode::UNAUTHORIZED);
 }
 
@@ -506,7 +530,10 @@ async fn transactions_are_bounded_and_set_based() {
     let e = assert_error(status, &v, StatusCode::PAYLOAD_TOO_LARGE);
     assert!(e.contains("limit 1000"), "{e}");
     let client = db.client().await.unwrap();
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.message_keys").await, 0);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.message_keys").await,
+        0
+    );
 
     // the largest allowed one goes through as a set, in order, all at once
     let (status, v) = b
@@ -524,9 +551,15 @@ async fn transactions_are_bounded_and_set_based() {
     assert_eq!(results.len(), 999);
     assert_eq!(results[0]["transactionId"], "a-0");
     assert_eq!(results[600]["transactionId"], "b-0");
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.message_keys").await, 999);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.message_keys").await,
+        999
+    );
     // one statement per run of pushes: the two operations form one run
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.segments").await, 1);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.segments").await,
+        1
+    );
 
     // a repeated transactionId inside one transaction is refused, nothing kept
     let (status, v) = b
@@ -542,7 +575,10 @@ async fn transactions_are_bounded_and_set_based() {
     assert_eq!(status, StatusCode::OK, "{v}");
     assert_eq!(v["success"], false, "{v}");
     assert!(v["error"].as_str().unwrap().contains("r-1"), "{v}");
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.message_keys").await, 999);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.message_keys").await,
+        999
+    );
 
     // pushes beyond MAX_PUSH_ITEMS are refused too
     let (status, v) = b
@@ -612,7 +648,11 @@ async fn a_trickled_head_is_cut_off_at_the_deadline() {
             Err(_) => {}
         }
     }
-    assert!(cut, "the whole head went through in {:?}", started.elapsed());
+    assert!(
+        cut,
+        "the whole head went through in {:?}",
+        started.elapsed()
+    );
     assert!(
         started.elapsed() < Duration::from_secs(7),
         "cut after {:?}",
@@ -709,7 +749,11 @@ async fn connections_beyond_the_cap_get_503() {
     drop(held);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let a = raw(&b, b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n").await;
+        let a = raw(
+            &b,
+            b"GET /health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
+        )
+        .await;
         if a.status == 200 {
             break;
         }
@@ -724,7 +768,11 @@ async fn connections_beyond_the_cap_get_503() {
 async fn every_error_answer_is_json() {
     let (_db, b) = setup().await;
     // invalid UTF-8 in a path parameter
-    let a = raw(&b, b"GET /api/v1/consumer-groups/%ff%fe HTTP/1.1\r\nhost: x\r\n\r\n").await;
+    let a = raw(
+        &b,
+        b"GET /api/v1/consumer-groups/%ff%fe HTTP/1.1\r\nhost: x\r\n\r\n",
+    )
+    .await;
     assert_eq!(a.error(400), "group must be valid UTF-8");
     let a = raw(&b, b"GET /api/v1/dlq?queue=%ff HTTP/1.1\r\nhost: x\r\n\r\n").await;
     assert_eq!(a.error(400), "queue must be valid UTF-8");
@@ -763,9 +811,17 @@ async fn every_error_answer_is_json() {
     let e = a.error(400);
     assert!(e.starts_with("Malformed request body"), "{e}");
     // a method no route has, a body over the limit
-    let a = raw(&b, b"PATCH /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n").await;
+    let a = raw(
+        &b,
+        b"PATCH /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-length: 0\r\n\r\n",
+    )
+    .await;
     a.error(404);
-    let a = raw(&b, b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-length: 99999999999\r\n\r\n").await;
+    let a = raw(
+        &b,
+        b"POST /api/v1/push HTTP/1.1\r\nhost: x\r\ncontent-length: 99999999999\r\n\r\n",
+    )
+    .await;
     a.error(413);
 }
 
@@ -828,7 +884,10 @@ fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
 }
 
 async fn round_trip(b: &TestBroker, case: usize, values: &[Value]) {
-    let q = format!("hostile-prop-{case}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let q = format!(
+        "hostile-prop-{case}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     let items: Vec<Value> = values
         .iter()
         .enumerate()
@@ -838,9 +897,7 @@ async fn round_trip(b: &TestBroker, case: usize, values: &[Value]) {
     let body = pop_ok(b, &pop_path(&q, None, "batch=100")).await;
     let popped = messages(&body);
     assert_eq!(popped.len(), values.len());
-    let index = |m: &Value, key: &str| -> usize {
-        m[key].as_str().unwrap()[2..].parse().unwrap()
-    };
+    let index = |m: &Value, key: &str| -> usize { m[key].as_str().unwrap()[2..].parse().unwrap() };
     let acks: Vec<Value> = popped
         .iter()
         .map(|m| {
@@ -859,7 +916,10 @@ async fn round_trip(b: &TestBroker, case: usize, values: &[Value]) {
     for e in entries {
         let i = index(e, "transactionId");
         assert_eq!(e["data"], values[i], "DLQ");
-        let path = format!("/api/v1/messages/{}/p-{i}", e["partitionId"].as_str().unwrap());
+        let path = format!(
+            "/api/v1/messages/{}/p-{i}",
+            e["partitionId"].as_str().unwrap()
+        );
         let (status, detail) = b.get(&path).await;
         assert_eq!(status, StatusCode::OK, "{detail}");
         assert_eq!(detail["payload"], values[i], "detail");

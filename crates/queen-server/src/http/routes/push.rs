@@ -79,7 +79,11 @@ pub fn parse_items(
         .collect()
 }
 
-fn parse_item(raw: &RawValue, absent_payload: &str, max_depth: usize) -> Result<PushItem, ApiError> {
+fn parse_item(
+    raw: &RawValue,
+    absent_payload: &str,
+    max_depth: usize,
+) -> Result<PushItem, ApiError> {
     let item: RawItem<'_> = serde_json::from_str(raw.get())
         .map_err(|_| ApiError::bad_request("Each item must be an object"))?;
     let queue = raw_string(item.queue, "Queue must be a string")?
