@@ -305,7 +305,6 @@ mod tests {
             ("42P01", Class::NotReady),
             ("3F000", Class::NotReady),
             ("22P02", Class::Other),
-            ("55P03", Class::Other),
         ];
         for (code, want) in cases {
             assert_eq!(classify(&SqlState::from_code(code)), want, "{code}");

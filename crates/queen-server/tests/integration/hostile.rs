@@ -269,13 +269,19 @@ async fn read_routes_answer_json_for_any_stored_row() {
     let pid = partition_id(&client, &q, "Default").await;
     for i in 0..3 {
         let text = get_json_text(&b, &format!("/api/v1/messages/{pid}/s-{i}")).await;
-        assert!(text.contains(&format!(r#""transactionId":"s-{i}""#)), "{text:.200}");
+        assert!(
+            text.contains(&format!(r#""transactionId":"s-{i}""#)),
+            "{text:.200}"
+        );
     }
     get_json_text(&b, &format!("/api/v1/messages?queue={q}")).await;
     get_json_text(&b, &format!("/api/v1/status/queues/{q}/messages")).await;
     let text = get_json_text(&b, &pop_path(&q, None, "batch=10")).await;
     for i in 0..3 {
-        assert!(text.contains(&format!(r#""transactionId":"s-{i}""#)), "{text:.200}");
+        assert!(
+            text.contains(&format!(r#""transactionId":"s-{i}""#)),
+            "{text:.200}"
+        );
     }
 }
 
