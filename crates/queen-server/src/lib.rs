@@ -105,12 +105,8 @@ pub async fn run(
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
-    axum::serve(listener, http::router(app)?)
-        .with_graceful_shutdown({
-            let s = shutdown.clone();
-            async move { s.cancelled().await }
-        })
-        .await?;
+    let limits = broker.config().limits.clone();
+    http::serve::serve(listener, http::router(app)?, limits, shutdown.clone()).await?;
     shutdown.cancel();
     background.abort_all();
     tracing::info!("queen stopped");

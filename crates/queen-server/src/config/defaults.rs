@@ -15,6 +15,22 @@ pub(super) const PORT: u16 = 6632;
 pub(super) const SERVER_ID: &str = "queen";
 /// `MAX_BODY_BYTES`, 16 MiB: large enough for big batches, small enough to bound memory per request.
 pub(super) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// `HTTP_HEADER_TIMEOUT_MS`, 10 s: a slow mobile link sends a request head in well under a
+/// second; a client trickling one byte at a time is cut off this long after it started.
+pub(super) const HTTP_HEADER_TIMEOUT_MS: u64 = 10_000;
+/// `HTTP_BODY_TIMEOUT_MS`, 60 s: a full 16 MiB body at 300 KiB/s; a stalled upload ends here.
+pub(super) const HTTP_BODY_TIMEOUT_MS: u64 = 60_000;
+/// `HTTP_MAX_CONNECTIONS`: far above what the clients' pools open, far below the
+/// file-descriptor limits of a container.
+pub(super) const HTTP_MAX_CONNECTIONS: usize = 4_096;
+/// `MAX_PUSH_ITEMS`: ten times the clients' largest batch; bounds the rows of one push.
+pub(super) const MAX_PUSH_ITEMS: usize = 10_000;
+/// `MAX_TRANSACTION_OPERATIONS`: one transaction holds its partition locks until it commits,
+/// so it is kept to what commits in well under a second.
+pub(super) const MAX_TRANSACTION_OPERATIONS: usize = 1_000;
+/// `MAX_PAYLOAD_DEPTH`: deeper than any real document, shallow enough that every reader
+/// (this broker's, the clients' JSON parsers, PostgreSQL's jsonb) can parse it back.
+pub(super) const MAX_PAYLOAD_DEPTH: usize = 64;
 // `TOKIO_WORKER_THREADS` has none: unset, the runtime runs one thread per CPU.
 
 /// `LOG_LEVEL`: the reference's; routine events without the debug detail.
@@ -141,6 +157,8 @@ pub(super) const JWT_JWKS_TIMEOUT_MS: u64 = 5_000;
 pub(super) const JWT_JWKS_MIN_REFETCH_MS: u64 = 10_000;
 /// `JWT_CLOCK_SKEW`, 30 s: the reference's leeway on `exp` and `nbf`.
 pub(super) const JWT_CLOCK_SKEW_SECS: u64 = 30;
+/// `JWT_ALLOW_NO_EXP`: off; a token that never expires is a leaked credential forever.
+pub(super) const JWT_ALLOW_NO_EXP: bool = false;
 /// `JWT_SKIP_PATHS`: the reference's public paths (health checks, scrapers, the dashboard).
 pub(super) const JWT_SKIP_PATHS: &str = "/health,/metrics/prometheus,/metrics,/";
 /// `JWT_ROLES_CLAIM`: the reference's claim holding one role.

@@ -13,6 +13,7 @@ mod defaults;
 mod describe;
 mod env;
 mod jobs;
+mod limits;
 mod mesh;
 mod pop;
 mod server;
@@ -27,6 +28,7 @@ pub use auth::{AuthConfig, JwtAlgorithm};
 pub use db::{split_list, DbConfig};
 pub use env::{ConfigError, EnvSource, ProcessEnv};
 pub use jobs::JobsConfig;
+pub use limits::LimitsConfig;
 pub use mesh::{MeshAuth, MeshConfig};
 pub use pop::{PopConfig, SubscriptionMode};
 pub use spool::SpoolConfig;
@@ -60,6 +62,8 @@ pub struct Config {
     pub log_format_json: bool,
     /// Worker threads of the async runtime; `None`: one per CPU.
     pub worker_threads: Option<std::num::NonZeroUsize>,
+    /// Deadlines, connection cap and request sizes of the HTTP listener.
+    pub limits: LimitsConfig,
 }
 
 impl Config {
@@ -98,6 +102,7 @@ impl Config {
             log_level: server::read_log_level(r)?,
             log_format_json: server::read_log_format_json(r)?,
             worker_threads: server::read_worker_threads(r)?,
+            limits: limits::read_limits(r)?,
             server_id,
         })
     }

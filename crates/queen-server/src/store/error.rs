@@ -27,8 +27,8 @@ pub enum StoreError {
     /// A stored function refused the request on purpose (`RAISE` in our SQL).
     #[error("{0}")]
     Rejected(#[source] DbError),
-    /// A statement cancelled by `statement_timeout` (SQLSTATE 57014): the server
-    /// did not answer in time.
+    /// A statement cancelled by `statement_timeout` (SQLSTATE 57014) or a lock
+    /// not granted within `lock_timeout` (55P03): the server did not answer in time.
     #[error("database error: {}", .0.coded())]
     Timeout(#[source] DbError),
     /// The schema is not migrated yet.
@@ -205,7 +205,7 @@ fn classify(code: &SqlState) -> Class {
         || *code == SqlState::INVALID_PARAMETER_VALUE
     {
         Class::Rejected
-    } else if *code == SqlState::QUERY_CANCELED {
+    } else if *code == SqlState::QUERY_CANCELED || *code == SqlState::LOCK_NOT_AVAILABLE {
         Class::Timeout
     } else if *code == SqlState::UNDEFINED_FUNCTION
         || *code == SqlState::UNDEFINED_TABLE
@@ -303,11 +303,11 @@ mod tests {
             ("P0002", Class::Rejected),
             ("22023", Class::Rejected),
             ("57014", Class::Timeout),
+            ("55P03", Class::Timeout),
             ("42883", Class::NotReady),
             ("42P01", Class::NotReady),
             ("3F000", Class::NotReady),
             ("22P02", Class::Other),
-            ("55P03", Class::Other),
         ];
         for (code, want) in cases {
             assert_eq!(classify(&SqlState::from_code(code)), want, "{code}");

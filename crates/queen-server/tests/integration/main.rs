@@ -16,6 +16,7 @@ mod encryption;
 mod failover;
 mod groups;
 mod ha;
+mod hostile;
 mod lease;
 mod long_poll;
 mod outage;
