@@ -28,7 +28,7 @@ mod queues;
 mod tls;
 mod transaction;
 
-pub use ack::{AckItem, AckOutcome, AckStatus};
+pub use ack::{AckItem, AckOutcome, AckStatus, Acked};
 pub use admin::*;
 pub use error::{DbError, StoreError};
 pub use migrate::{migrations_fingerprint, run_migrations};
