@@ -20,7 +20,10 @@ impl Broker {
             .acknowledge(req.group.as_str(), &req.items)
             .await?;
         if acked.by_statement {
-            self.metrics.consume_statement.with_label_values(&["ack"]).inc();
+            self.metrics
+                .consume_statement
+                .with_label_values(&["ack"])
+                .inc();
         }
         let outcomes = acked.outcomes;
         for o in &outcomes {

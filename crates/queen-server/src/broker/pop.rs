@@ -174,7 +174,10 @@ impl Broker {
         };
         let claimed = self.store.claim(&claim).await;
         if claimed.as_ref().is_ok_and(|c| c.by_statement) {
-            self.metrics.consume_statement.with_label_values(&["pop"]).inc();
+            self.metrics
+                .consume_statement
+                .with_label_values(&["pop"])
+                .inc();
         }
         if let (Ok(c), Some(h)) = (&claimed, &hints) {
             self.metrics

@@ -109,7 +109,10 @@ async fn hinted_pops_and_whole_lease_acks_take_one_statement_each() {
     let again = ack_all(&b, &msgs, "completed").await;
     assert_eq!(statement_count(&b, "ack").await, 2.0);
     assert!(again.iter().all(|o| o["success"] == true), "{again:?}");
-    assert!(again.iter().all(|o| o["leaseReleased"] == false), "{again:?}");
+    assert!(
+        again.iter().all(|o| o["leaseReleased"] == false),
+        "{again:?}"
+    );
 
     let last = pop_ok(&b, &pop_path(&queue, None, "batch=10")).await;
     assert_eq!(txn_ids(&last), vec!["m-11"]);
@@ -255,7 +258,11 @@ async fn concurrent_consumers_get_every_message_once() {
     let parts = 4;
     let per = 30;
     for p in 0..parts {
-        push_items(&b, numbered(&queue, &format!("p{p}"), &format!("p{p}"), 0..1)).await;
+        push_items(
+            &b,
+            numbered(&queue, &format!("p{p}"), &format!("p{p}"), 0..1),
+        )
+        .await;
     }
     let b = std::sync::Arc::new(b);
     // first contact for every partition (the function path)
@@ -268,7 +275,11 @@ async fn concurrent_consumers_get_every_message_once() {
         }
     }
     for p in 0..parts {
-        push_items(&b, numbered(&queue, &format!("p{p}"), &format!("p{p}"), 1..per)).await;
+        push_items(
+            &b,
+            numbered(&queue, &format!("p{p}"), &format!("p{p}"), 1..per),
+        )
+        .await;
     }
     let mut tasks = Vec::new();
     for w in 0..8 {
