@@ -27,7 +27,12 @@ CREATE OR REPLACE FUNCTION queen.ack_batch(
     p_in_tx          boolean
 ) RETURNS TABLE (idx integer, success boolean, error text, queue_name text,
                  partition_name text, lease_released boolean, dlq boolean)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- the statements inside get one generic plan each, made once per connection:
+-- re-planning them on every call was a quarter of the call's CPU (issue 19,
+-- docs/benchmarks.md), and none of their plans depends on the parameters
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     it         record;
     c          queen.log_consumers%ROWTYPE;

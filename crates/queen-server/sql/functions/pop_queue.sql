@@ -36,7 +36,12 @@ CREATE OR REPLACE FUNCTION queen.pop_queue(
 ) RETURNS TABLE (partition_id uuid, partition_name text, msg_offset bigint, message_id uuid,
                  transaction_id text, trace_id uuid, payload text, producer_sub text,
                  created_at timestamptz)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- the statements inside get one generic plan each, made once per connection:
+-- re-planning them on every call was a quarter of the call's CPU (issue 19,
+-- docs/benchmarks.md), and none of their plans depends on the parameters
+SET plan_cache_mode = force_generic_plan
+AS $$
 DECLARE
     v_left    integer := p_batch;
     v_claims  integer := 0;

@@ -15,10 +15,17 @@ pub struct AckRequest {
 impl Broker {
     /// Applies the acks and wakes pops parked on queues whose leases were released.
     pub async fn ack(&self, req: &AckRequest) -> Result<Vec<AckOutcome>, BrokerError> {
-        let outcomes = self
+        let acked = self
             .store
             .acknowledge(req.group.as_str(), &req.items)
             .await?;
+        if acked.by_statement {
+            self.metrics
+                .consume_statement
+                .with_label_values(&["ack"])
+                .inc();
+        }
+        let outcomes = acked.outcomes;
         for o in &outcomes {
             let result = match (o.success, o.dlq) {
                 (true, true) => "dlq",

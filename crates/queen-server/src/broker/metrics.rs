@@ -36,6 +36,8 @@ pub struct Metrics {
     /// Hinted partitions wildcard pops found drained (see `broker/recent.rs`).
     pub pop_hints_drained: IntCounter,
     pub pop_walks: IntCounter,
+    /// Pops and acks answered by their one-statement path (`op` = pop | ack).
+    pub consume_statement: prometheus::IntCounterVec,
     /// Per mesh peer: connected (0/1), hints sent, dropped, reconnects.
     pub mesh_peer: prometheus::IntGaugeVec,
     /// 1 for the mesh authentication mode in force.
@@ -92,6 +94,17 @@ impl Default for Metrics {
         .expect("valid metric");
         registry
             .register(Box::new(acks.clone()))
+            .expect("unique metric");
+        let consume_statement = IntCounterVec::new(
+            Opts::new(
+                "queen_consume_statement_total",
+                "pops and acks answered by their one-statement path (the rest run queen.pop_queue or queen.ack_batch)",
+            ),
+            &["op"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(consume_statement.clone()))
             .expect("unique metric");
         let dlq_depth_by_queue = prometheus::IntGaugeVec::new(
             Opts::new("queen_dlq_depth_by_queue", "dead letters stored per queue"),
@@ -216,6 +229,7 @@ impl Default for Metrics {
                 "queen_pop_walks_total",
                 "wildcard pops that walked the queue's partitions in the database (their hints did not fill them, or none were given)",
             ),
+            consume_statement,
             registry,
             rate_window: Mutex::new(RateWindow {
                 at: Instant::now(),

@@ -173,6 +173,12 @@ impl Broker {
             walk: hints.as_ref().is_none_or(|h| h.walk),
         };
         let claimed = self.store.claim(&claim).await;
+        if claimed.as_ref().is_ok_and(|c| c.by_statement) {
+            self.metrics
+                .consume_statement
+                .with_label_values(&["pop"])
+                .inc();
+        }
         if let (Ok(c), Some(h)) = (&claimed, &hints) {
             self.metrics
                 .pop_hints_drained

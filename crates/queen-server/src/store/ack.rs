@@ -1,4 +1,6 @@
-//! Ack: moving consumer cursors with `queen.ack_batch`.
+//! Ack: moving consumer cursors with `queen.ack_batch`. The common ack (every
+//! message of one live lease, `completed`, in delivery order) first tries one
+//! prepared statement, `sql/statements/ack_lease.sql`; see [`ack_lease`].
 
 use std::fmt;
 
@@ -77,15 +79,30 @@ pub struct AckOutcome {
     pub dlq: bool,
 }
 
+/// What an ack request did.
+#[derive(Debug, Clone, Default)]
+pub struct Acked {
+    /// One outcome per item, in input order.
+    pub outcomes: Vec<AckOutcome>,
+    /// Answered by the one-statement path (`sql/statements/ack_lease.sql`).
+    pub by_statement: bool,
+}
+
 impl Store {
-    /// Applies acknowledgements for one group; see `queen.ack_batch`.
-    pub async fn acknowledge(
-        &self,
-        group: &str,
-        items: &[AckItem],
-    ) -> Result<Vec<AckOutcome>, StoreError> {
+    /// Applies acknowledgements for one group: the whole-lease statement when
+    /// it applies, `queen.ack_batch` for everything else.
+    pub async fn acknowledge(&self, group: &str, items: &[AckItem]) -> Result<Acked, StoreError> {
         with_op!(self.db, DbOp::Ack, |client| {
-            ack_with(&*client, group, items, false).await
+            if let Some(outcomes) = ack_lease(&*client, group, items).await? {
+                return Ok(Acked {
+                    outcomes,
+                    by_statement: true,
+                });
+            }
+            Ok(Acked {
+                outcomes: ack_with(&*client, group, items, false).await?,
+                by_statement: false,
+            })
         })
     }
 }
@@ -140,6 +157,56 @@ pub(super) async fn ack_with(
     })?;
     out.sort_by_key(|o| o.index);
     Ok(out)
+}
+
+/// The whole-lease ack as one statement: `Ok(None)` when the items are not
+/// all `completed` acks of one partition under one lease, or the statement
+/// found them not to be exactly that lease's span (then `queen.ack_batch`
+/// answers them). Otherwise the outcomes `queen.ack_batch` gives the same
+/// items: every one succeeds, the last releases the lease.
+async fn ack_lease(
+    client: &impl GenericClient,
+    group: &str,
+    items: &[AckItem],
+) -> Result<Option<Vec<AckOutcome>>, StoreError> {
+    let (Some(first), Some(lease_id)) = (items.first(), items.first().and_then(|a| a.lease_id))
+    else {
+        return Ok(None);
+    };
+    let whole_lease = items.iter().all(|a| {
+        a.status == AckStatus::Completed
+            && a.partition_id == first.partition_id
+            && a.lease_id == Some(lease_id)
+    });
+    if !whole_lease {
+        return Ok(None);
+    }
+    let txn_ids: Vec<&str> = items.iter().map(|a| a.transaction_id.as_str()).collect();
+    let stmt = client
+        .prepare_cached(include_str!("../../sql/statements/ack_lease.sql"))
+        .await?;
+    let Some(row) = client
+        .query_opt(&stmt, &[&group, &first.partition_id, &lease_id, &txn_ids])
+        .await?
+    else {
+        return Ok(None);
+    };
+    let queue_name: String = col(&row, "queue_name")?;
+    let partition_name: String = col(&row, "partition_name")?;
+    let last = items.len() - 1;
+    Ok(Some(
+        (0..items.len())
+            .map(|index| AckOutcome {
+                index,
+                success: true,
+                error: None,
+                queue_name: Some(queue_name.clone()),
+                partition_name: Some(partition_name.clone()),
+                lease_released: index == last,
+                dlq: false,
+            })
+            .collect(),
+    ))
 }
 
 #[cfg(test)]

@@ -31,7 +31,7 @@ mod streams;
 mod tls;
 mod transaction;
 
-pub use ack::{AckItem, AckOutcome, AckStatus};
+pub use ack::{AckItem, AckOutcome, AckStatus, Acked};
 pub use admin::*;
 pub use error::{DbError, StoreError};
 pub use liveness::Probe;

@@ -11,6 +11,7 @@ mod admin;
 mod auth;
 mod common;
 mod configure;
+mod consume_statement;
 mod dashboard;
 mod encryption;
 mod failover;

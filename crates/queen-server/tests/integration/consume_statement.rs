@@ -1,0 +1,338 @@
+//! The one-statement consume path (issue 19): `sql/statements/pop_hinted.sql`
+//! for hinted wildcard pops and `sql/statements/ack_lease.sql` for acks of a
+//! whole lease. Each test checks both that the statement path ran (the
+//! `queen_consume_statement_total{op}` counter) or did not, and that the
+//! answer and the cursor are what `queen.pop_queue` and `queen.ack_batch`
+//! give for the same requests.
+
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+const GROUP: &str = "__QUEUE_MODE__";
+
+async fn statement_count(b: &queen_testkit::TestBroker, op: &str) -> f64 {
+    prometheus_value(b, &format!("queen_consume_statement_total{{op=\"{op}\"}}"))
+        .await
+        .unwrap_or(0.0)
+}
+
+/// Acks `msgs` as one `/ack/batch` request with `status`; returns the results.
+async fn ack_all(b: &queen_testkit::TestBroker, msgs: &[Value], status: &str) -> Vec<Value> {
+    ack_all_in(b, None, msgs, status).await
+}
+
+/// [`ack_all`] for consumer group `group` (`None`: queue mode).
+async fn ack_all_in(
+    b: &queen_testkit::TestBroker,
+    group: Option<&str>,
+    msgs: &[Value],
+    status: &str,
+) -> Vec<Value> {
+    let items: Vec<Value> = msgs.iter().map(|m| ack_item(m, status, None)).collect();
+    let mut req = json!({ "acknowledgments": items });
+    if let Some(g) = group {
+        req["consumerGroup"] = json!(g);
+    }
+    let (code, body) = b.post("/api/v1/ack/batch", &req).await;
+    assert_eq!(code, StatusCode::OK, "ack answered {body}");
+    body.as_array()
+        .unwrap_or_else(|| panic!("ack body is not an array: {body}"))
+        .clone()
+}
+
+fn numbered(queue: &str, partition: &str, prefix: &str, range: std::ops::Range<usize>) -> Value {
+    Value::Array(
+        range
+            .map(|i| {
+                json!({ "queue": queue, "partition": partition, "payload": { "n": i },
+                        "transactionId": format!("{prefix}-{i}") })
+            })
+            .collect(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hinted_pops_and_whole_lease_acks_take_one_statement_each() {
+    let (db, b) = setup().await;
+    let queue = unique("cs1");
+    // three pushes: three segments, so a batch of 10 spans them
+    for r in [0..4, 4..8, 8..12] {
+        push_items(&b, numbered(&queue, "p", "m", r)).await;
+    }
+    let path = pop_path(&queue, None, "batch=1");
+    // first contact: no cursor row yet, the function path creates it
+    let first = pop_ok(&b, &path).await;
+    assert_eq!(txn_ids(&first), vec!["m-0"]);
+    assert_eq!(statement_count(&b, "pop").await, 0.0);
+    let r = ack_all(&b, &messages(&first), "completed").await;
+    assert_eq!(r[0]["success"], true, "{r:?}");
+    assert_eq!(r[0]["leaseReleased"], true, "{r:?}");
+    assert_eq!(statement_count(&b, "ack").await, 1.0);
+
+    // from now on: one statement per pop, one per ack
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=10")).await;
+    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    let want: Vec<String> = (1..11).map(|i| format!("m-{i}")).collect();
+    assert_eq!(txn_ids(&body), want);
+    let msgs = messages(&body);
+    for (i, m) in msgs.iter().enumerate() {
+        assert_eq!(m["data"], json!({ "n": i + 1 }), "{m}");
+        assert_eq!(m["partition"], "p", "{m}");
+        assert_eq!(m["queue"], queue.as_str(), "{m}");
+        assert_eq!(m["leaseId"], body["leaseId"], "{m}");
+    }
+    let client = db.client().await.expect("db client");
+    let pid = partition_id(&client, &queue, "p").await;
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((1, true)));
+    // the partition is leased: a second pop finds nothing past the lease
+    pop_empty(&b, &pop_path(&queue, None, "batch=10")).await;
+
+    let r = ack_all(&b, &msgs, "completed").await;
+    assert_eq!(statement_count(&b, "ack").await, 2.0);
+    assert_eq!(r.len(), 10);
+    for (i, o) in r.iter().enumerate() {
+        assert_eq!(o["index"], i, "{o}");
+        assert_eq!(o["transactionId"], format!("m-{}", i + 1), "{o}");
+        assert_eq!(o["success"], true, "{o}");
+        assert_eq!(o["error"], Value::Null, "{o}");
+        assert_eq!(o["queueName"], queue.as_str(), "{o}");
+        assert_eq!(o["partitionName"], "p", "{o}");
+        assert_eq!(o["leaseReleased"], i == 9, "{o}");
+        assert_eq!(o["dlq"], false, "{o}");
+    }
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((11, false)));
+    let (consumed, batches): (i64, i64) = {
+        let row = client
+            .query_one(
+                "SELECT total_consumed, batches_consumed FROM queen.log_consumers
+                 WHERE partition_id = $1 AND consumer_group = $2",
+                &[&pid, &GROUP],
+            )
+            .await
+            .expect("cursor row");
+        (row.get(0), row.get(1))
+    };
+    assert_eq!((consumed, batches), (11, 2));
+
+    // a repeated ack finds the lease gone: the function path answers it as
+    // an idempotent success that releases nothing
+    let again = ack_all(&b, &msgs, "completed").await;
+    assert_eq!(statement_count(&b, "ack").await, 2.0);
+    assert!(again.iter().all(|o| o["success"] == true), "{again:?}");
+    assert!(
+        again.iter().all(|o| o["leaseReleased"] == false),
+        "{again:?}"
+    );
+
+    // (which path this one takes depends on whether the broker still hints
+    // the partition; either way it hands out the rest)
+    let last = pop_ok(&b, &pop_path(&queue, None, "batch=10")).await;
+    assert_eq!(txn_ids(&last), vec!["m-11"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_that_are_not_the_whole_lease_in_order_take_the_function_path() {
+    let (db, b) = setup().await;
+    let queue = unique("cs2");
+    push_items(&b, numbered(&queue, "p", "m", 0..1)).await;
+    let warm = pop_ok(&b, &pop_path(&queue, None, "")).await;
+    ack_all(&b, &messages(&warm), "completed").await;
+    push_items(&b, numbered(&queue, "p", "m", 1..20)).await;
+    let acks_before = statement_count(&b, "ack").await;
+    let client = db.client().await.expect("db client");
+    let pid = partition_id(&client, &queue, "p").await;
+
+    // part of the lease: the cursor moves to the last acked one, the lease stays
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=3")).await;
+    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    let msgs = messages(&body);
+    let r = ack_all(&b, &msgs[..2], "completed").await;
+    assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+    assert!(r.iter().all(|o| o["leaseReleased"] == false), "{r:?}");
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((3, true)));
+    // the rest, alone: the statement compares with the span from the cursor
+    let r = ack_all(&b, &msgs[2..], "completed").await;
+    assert_eq!(r[0]["leaseReleased"], true, "{r:?}");
+    assert_eq!(statement_count(&b, "ack").await, acks_before + 1.0);
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((4, false)));
+
+    // the whole lease in another order: same outcome as one by one
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=3")).await;
+    let mut msgs = messages(&body);
+    msgs.swap(0, 2);
+    let r = ack_all(&b, &msgs, "completed").await;
+    assert_eq!(statement_count(&b, "ack").await, acks_before + 1.0);
+    assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+    let released: Vec<bool> = r.iter().map(|o| o["leaseReleased"] == true).collect();
+    assert_eq!(released, vec![true, false, false], "{r:?}");
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((7, false)));
+
+    // a wrong lease id: refused, nothing moves
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=2")).await;
+    let mut msgs = messages(&body);
+    for m in &mut msgs {
+        m["leaseId"] = json!(uuid::Uuid::now_v7().to_string());
+    }
+    let r = ack_all(&b, &msgs, "completed").await;
+    assert!(r.iter().all(|o| o["success"] == false), "{r:?}");
+    assert_eq!(r[0]["error"], "Invalid or expired lease", "{r:?}");
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((7, true)));
+
+    // a transactionId outside the lease: that one is not found, the other moves the cursor
+    let mut msgs = messages(&body);
+    msgs[1]["transactionId"] = json!("not-there");
+    let r = ack_all(&b, &msgs, "completed").await;
+    assert_eq!(r[0]["success"], true, "{r:?}");
+    assert_eq!(r[1]["success"], false, "{r:?}");
+    assert_eq!(r[1]["error"], "Message not found", "{r:?}");
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((8, true)));
+
+    // failed: a retry, then redelivery from the failed message
+    let msgs = messages(&body);
+    let r = ack_all(&b, &msgs[1..], "failed").await;
+    assert_eq!(r[0]["success"], true, "{r:?}");
+    assert_eq!(statement_count(&b, "ack").await, acks_before + 1.0);
+    let again = pop_ok(&b, &pop_path(&queue, None, "batch=1")).await;
+    assert_eq!(txn_ids(&again), vec!["m-8"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_deleted_inside_the_range_sends_the_pop_to_the_function_path() {
+    let (db, b) = setup().await;
+    let queue = unique("cs3");
+    push_items(&b, numbered(&queue, "p", "m", 0..1)).await;
+    let warm = pop_ok(&b, &pop_path(&queue, None, "")).await;
+    ack_all(&b, &messages(&warm), "completed").await;
+    push_items(&b, numbered(&queue, "p", "m", 1..6)).await;
+    let client = db.client().await.expect("db client");
+    let pid = partition_id(&client, &queue, "p").await;
+    let (status, body) = b.delete(&format!("/api/v1/messages/{pid}/m-2")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=3")).await;
+    // the statement claimed m-1..m-3, saw the deletion and let pop_queue
+    // claim again, which skips it
+    assert_eq!(statement_count(&b, "pop").await, 0.0);
+    assert_eq!(txn_ids(&body), vec!["m-1", "m-3"]);
+    let r = ack_all(&b, &messages(&body), "completed").await;
+    assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((4, false)));
+
+    // past the deletion the statement path is back
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=5")).await;
+    assert_eq!(txn_ids(&body), vec!["m-4", "m-5"]);
+    assert_eq!(statement_count(&b, "pop").await, 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_statement_path_hands_out_the_same_messages_as_the_partition_route() {
+    let (_db, b) = setup().await;
+    let queue = unique("cs4");
+    let items: Vec<Value> = (0..6)
+        .map(|i| {
+            json!({ "queue": queue, "partition": "p", "payload": { "n": i, "s": "é\"x" },
+                    "transactionId": format!("t-{i}"),
+                    "traceId": if i % 2 == 0 { json!(uuid::Uuid::new_v4().to_string()) } else { Value::Null } })
+        })
+        .collect();
+    push_items(&b, Value::Array(items)).await;
+    let mut answers = Vec::new();
+    for (group, route) in [("gw", None), ("gp", Some("p"))] {
+        // first contact, then the rest
+        let q = format!("consumerGroup={group}&batch=1");
+        let warm = pop_ok(&b, &pop_path(&queue, route, &q)).await;
+        let r = ack_all_in(&b, Some(group), &messages(&warm), "completed").await;
+        assert_eq!(r[0]["success"], true, "{r:?}");
+        let q = format!("consumerGroup={group}&batch=10");
+        let body = pop_ok(&b, &pop_path(&queue, route, &q)).await;
+        answers.push(messages(&body));
+    }
+    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    let strip = |msgs: &[Value]| -> Vec<Value> {
+        msgs.iter()
+            .map(|m| {
+                let mut m = m.clone();
+                let o = m.as_object_mut().expect("message object");
+                o.remove("leaseId");
+                o.remove("consumerGroup");
+                m
+            })
+            .collect()
+    };
+    assert_eq!(answers[0].len(), 5);
+    assert_eq!(strip(&answers[0]), strip(&answers[1]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_consumers_get_every_message_once() {
+    let (db, b) = setup().await;
+    let queue = unique("cs5");
+    let parts = 4;
+    let per = 30;
+    for p in 0..parts {
+        push_items(
+            &b,
+            numbered(&queue, &format!("p{p}"), &format!("p{p}"), 0..1),
+        )
+        .await;
+    }
+    let b = std::sync::Arc::new(b);
+    // first contact for every partition (the function path)
+    let mut all = Vec::new();
+    for _ in 0..(parts * 2) {
+        let (status, body) = b.get(&pop_path(&queue, None, "batch=1")).await;
+        if status == StatusCode::OK {
+            ack_all(&b, &messages(&body), "completed").await;
+            all.extend(txn_ids(&body));
+        }
+    }
+    for p in 0..parts {
+        push_items(
+            &b,
+            numbered(&queue, &format!("p{p}"), &format!("p{p}"), 1..per),
+        )
+        .await;
+    }
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let b = b.clone();
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut empty = 0;
+            let batch = if w % 2 == 0 { 1 } else { 3 };
+            while empty < 5 {
+                let (status, body) = b
+                    .get(&pop_path(&queue, None, &format!("batch={batch}")))
+                    .await;
+                if status != StatusCode::OK {
+                    empty += 1;
+                    sleep_ms(20).await;
+                    continue;
+                }
+                empty = 0;
+                let msgs = messages(&body);
+                let r = ack_all(&b, &msgs, "completed").await;
+                assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+                seen.extend(txn_ids(&body));
+            }
+            seen
+        }));
+    }
+    for t in tasks {
+        all.extend(t.await.expect("consumer task"));
+    }
+    let total = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), total, "a message was delivered twice");
+    assert_eq!(total, parts * per, "every message once");
+    assert!(statement_count(&b, "pop").await > 0.0);
+    let client = db.client().await.expect("db client");
+    for p in 0..parts {
+        let pid = partition_id(&client, &queue, &format!("p{p}")).await;
+        assert_eq!(cursor(&client, pid, GROUP).await, Some((per as i64, false)));
+    }
+}
