@@ -8,6 +8,8 @@
 //! that report state. The mesh frame and spool record codecs live here too.
 
 pub mod admin;
+pub mod analytics;
+pub mod migration;
 pub mod mesh;
 pub mod names;
 pub mod options;

@@ -22,6 +22,7 @@ pub mod app;
 pub mod backoff;
 pub mod broker;
 pub mod config;
+pub mod dbcopy;
 pub mod http;
 pub mod jobs;
 pub mod mesh;
@@ -93,6 +94,7 @@ pub async fn run(
     let mut background = jobs::spawn_all(&broker, &store, &spool, &shutdown);
     let app = Arc::new(App {
         broker: broker.clone(),
+        db_copy: Arc::default(),
     });
 
     let addr = listener.local_addr()?;

@@ -9,6 +9,8 @@
 
 mod ack;
 mod admin;
+mod analytics;
+mod dlq_delete;
 pub mod config_cache;
 pub mod crypto;
 mod hints;

@@ -198,6 +198,7 @@ impl Verifier {
 pub fn required_level(method: &Method, path: &str) -> Level {
     let starts = |p: &str| path == p || path.starts_with(&format!("{p}/"));
     if starts("/api/v1/system")
+        || starts("/api/v1/migration")
         || starts("/internal")
         || (method == Method::DELETE
             && (starts("/api/v1/consumer-groups") || starts("/api/v1/resources/queues")))

@@ -16,6 +16,7 @@
 mod ack;
 pub mod admin;
 mod batcher;
+pub mod dbcopy;
 mod error;
 pub mod jobs;
 mod maintenance;

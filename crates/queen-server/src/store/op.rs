@@ -116,6 +116,8 @@ db_ops! {
     Retention => "retention", "store.retention";
     /// One eviction pass.
     Eviction => "eviction", "store.eviction";
+    /// Writing and reading the metrics history (analytics routes).
+    Analytics => "analytics", "store.analytics";
 }
 
 impl DbOp {
