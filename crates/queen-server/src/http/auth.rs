@@ -298,6 +298,10 @@ mod tests {
             (Method::DELETE, "/api/v1/messages/p/t", ReadWrite),
             (Method::GET, "/api/v1/dlq", ReadOnly),
             (Method::GET, "/assets/app.js", Public),
+            (Method::GET, "/api/v1/migration/status", Admin),
+            (Method::POST, "/api/v1/migration/start", Admin),
+            (Method::DELETE, "/api/v1/dlq/p/t", ReadWrite),
+            (Method::GET, "/api/v1/analytics/queue-ops", ReadOnly),
         ];
         for (m, p, want) in cases {
             assert_eq!(required_level(&m, p), want, "{m} {p}");

@@ -8,6 +8,7 @@
 
 mod ack;
 mod admin;
+mod analytics;
 mod auth;
 mod common;
 mod configure;
@@ -16,6 +17,7 @@ mod encryption;
 mod groups;
 mod ha;
 mod lease;
+mod migration;
 mod long_poll;
 mod outage;
 mod planner_stats;
