@@ -164,7 +164,6 @@ impl DbCopy {
     pub async fn start(
         self: &Arc<Self>,
         store: &Arc<Store>,
-        base: &DbConfig,
         req: Request,
     ) -> Result<(), CopyError> {
         if self.lock().phase.running() {
@@ -189,7 +188,6 @@ impl DbCopy {
         }
         let source = store.source_endpoint();
         let me = self.clone();
-        let _ = base;
         tokio::spawn(async move {
             let result = me.run(&source, &req).await;
             me.finish(result, guard).await;

@@ -180,7 +180,6 @@ pub async fn start(
     app.db_copy
         .start(
             app.broker.store(),
-            &app.broker.config().db,
             Request {
                 target,
                 schema,
