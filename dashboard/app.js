@@ -430,10 +430,10 @@ const dlqState = { open: null };
 
 views.dlq = async function (_a, _b, params) {
   const queue = params.get("queue") || "", group = params.get("consumerGroup") || "";
-  let path = "/api/v1/dlq?limit=100";
-  if (queue) path += "&queue=" + q(queue);
-  if (group) path += "&consumerGroup=" + q(group);
-  const list = await api(path);
+  let filters = "";
+  if (queue) filters += "&queue=" + q(queue);
+  if (group) filters += "&consumerGroup=" + q(group);
+  const list = await api("/api/v1/dlq?limit=100" + filters);
   const rows = list.messages || [];
   const filter = h("form", { class: "toolbar", onsubmit: (e) => {
     e.preventDefault();

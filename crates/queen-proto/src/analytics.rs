@@ -48,7 +48,8 @@ pub struct QueueOps {
     pub totals: OpsCounts,
 }
 
-/// One bucket of a queue's lag (the worst sample in it).
+/// One bucket of a queue's lag: the worst and mean `lagSeconds` of its
+/// samples; `offsetLag`, `pending`, `processing` of its newest sample.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct LagPoint {

@@ -32,7 +32,8 @@ pub struct OpsPoint {
     pub dead_lettered: i64,
 }
 
-/// Lag of one queue in one bucket (the worst sample of the bucket).
+/// Lag of one queue in one bucket: the worst and the mean lag of its
+/// samples, and the gauges of its newest sample.
 #[derive(Debug, Clone)]
 pub struct LagPoint {
     pub queue: String,
@@ -166,8 +167,9 @@ impl Store {
                     "SELECT queue,
                             date_bin(make_interval(secs => $3), bucket, 'epoch'::timestamptz) AS ts,
                             max(lag_seconds) AS lag, avg(lag_seconds) AS avg_lag,
-                            max(offset_lag)::bigint AS offset_lag, max(pending)::bigint AS pending,
-                            max(processing)::bigint AS processing
+                            (array_agg(offset_lag ORDER BY bucket DESC))[1] AS offset_lag,
+                            (array_agg(pending ORDER BY bucket DESC))[1] AS pending,
+                            (array_agg(processing ORDER BY bucket DESC))[1] AS processing
                      FROM queen.metrics_history
                      WHERE bucket >= $1 AND bucket <= $2 AND ($4::text IS NULL OR queue = $4)
                      GROUP BY 1, 2 ORDER BY 1, 2",
