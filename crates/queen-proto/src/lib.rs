@@ -9,8 +9,8 @@
 
 pub mod admin;
 pub mod analytics;
-pub mod migration;
 pub mod mesh;
+pub mod migration;
 pub mod names;
 pub mod options;
 pub mod responses;

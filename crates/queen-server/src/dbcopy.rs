@@ -370,7 +370,11 @@ fn last_line(out: &str) -> String {
 fn pg_bin_dir() -> Option<PathBuf> {
     let mut best: Option<(u32, PathBuf)> = None;
     for entry in std::fs::read_dir("/usr/lib/postgresql").ok()?.flatten() {
-        let Some(v) = entry.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+        let Some(v) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
             continue;
         };
         let bin = entry.path().join("bin");

@@ -10,9 +10,9 @@
 mod ack;
 mod admin;
 mod analytics;
-mod dlq_delete;
 pub mod config_cache;
 pub mod crypto;
+mod dlq_delete;
 mod hints;
 pub mod long_poll;
 mod maintenance;

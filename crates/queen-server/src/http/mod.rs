@@ -32,8 +32,8 @@ use tower_http::trace::TraceLayer;
 use crate::app::AppState;
 use error::ApiError;
 use routes::{
-    ack, analytics, cluster, dlq_delete, migration, consumer_groups as groups, dlq, health, lease, messages, metrics, pop, push,
-    queues, resources, status, system, traces, transaction,
+    ack, analytics, cluster, consumer_groups as groups, dlq, dlq_delete, health, lease, messages,
+    metrics, migration, pop, push, queues, resources, status, system, traces, transaction,
 };
 
 /// Methods every answer allows (the reference's list).

@@ -92,7 +92,10 @@ pub async fn row_counts(client: &Client, schema: &str) -> Result<Vec<(String, i6
         // identifiers quoted by PostgreSQL itself
         let sql: String = col(
             &client
-                .query_one("SELECT format('SELECT count(*) AS n FROM %I.%I', $1::text, $2::text) AS q", &[&schema, &name])
+                .query_one(
+                    "SELECT format('SELECT count(*) AS n FROM %I.%I', $1::text, $2::text) AS q",
+                    &[&schema, &name],
+                )
                 .await?,
             "q",
         )?;

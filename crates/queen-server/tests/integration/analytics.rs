@@ -46,7 +46,9 @@ async fn queue_ops_and_lag_count_a_known_workload() {
     refresh(&b).await;
 
     let (status, ops) = b
-        .get(&format!("/api/v1/analytics/queue-ops?queue={q}&interval=10s"))
+        .get(&format!(
+            "/api/v1/analytics/queue-ops?queue={q}&interval=10s"
+        ))
         .await;
     assert_eq!(status, StatusCode::OK, "{ops}");
     assert_keys(
@@ -82,7 +84,10 @@ async fn queue_ops_and_lag_count_a_known_workload() {
             "ackedPerSecond",
         ],
     );
-    assert!(is_utc_timestamp(p0["timestamp"].as_str().unwrap(), 3), "{p0}");
+    assert!(
+        is_utc_timestamp(p0["timestamp"].as_str().unwrap(), 3),
+        "{p0}"
+    );
     let rate = p0["pushedPerSecond"].as_f64().unwrap();
     assert!(
         (rate - p0["pushed"].as_f64().unwrap() / 10.0).abs() < 1e-9,
@@ -97,11 +102,16 @@ async fn queue_ops_and_lag_count_a_known_workload() {
         .iter()
         .map(|s| s["queue"].as_str().unwrap())
         .collect();
-    assert!(names.contains(&q.as_str()) && names.contains(&other.as_str()), "{all}");
+    assert!(
+        names.contains(&q.as_str()) && names.contains(&other.as_str()),
+        "{all}"
+    );
     assert_eq!(all["totals"]["pushed"], 13);
 
     let (status, lag) = b
-        .get(&format!("/api/v1/analytics/queue-lag?queue={q}&interval=minute"))
+        .get(&format!(
+            "/api/v1/analytics/queue-lag?queue={q}&interval=minute"
+        ))
         .await;
     assert_eq!(status, StatusCode::OK, "{lag}");
     assert_keys(&lag, &["timeRange", "interval", "bucketSeconds", "queues"]);
@@ -216,7 +226,10 @@ async fn worker_metrics_and_parked_replicas_come_from_the_stats_job() {
     let series = &pr["queues"][0];
     assert_eq!(series["queue"], parked.as_str(), "{pr}");
     assert_eq!(series["maxReplicas"], 1, "{pr}");
-    assert_eq!(series["points"][0]["replicas"], json!(["analytics-replica"]));
+    assert_eq!(
+        series["points"][0]["replicas"],
+        json!(["analytics-replica"])
+    );
     assert_eq!(poller.await.unwrap().unwrap(), StatusCode::NO_CONTENT);
 
     // the gated history writer ran too (the job, not a refresh)
@@ -253,13 +266,22 @@ async fn retention_lists_policies_and_job_runs() {
     assert_eq!(status, StatusCode::OK, "{r}");
     assert_keys(
         &r,
-        &["timeRange", "metricsRetentionDays", "policies", "runs", "totals"],
+        &[
+            "timeRange",
+            "metricsRetentionDays",
+            "policies",
+            "runs",
+            "totals",
+        ],
     );
     assert_eq!(
         r["policies"],
         json!([{"queue": q, "retentionEnabled": true, "retentionSeconds": 600,
                 "completedRetentionSeconds": 60, "ttl": 3600, "storedMessages": 4}])
     );
-    assert_eq!(r["totals"], json!({"runs": 2, "retentionDeleted": 5, "evicted": 3}));
+    assert_eq!(
+        r["totals"],
+        json!({"runs": 2, "retentionDeleted": 5, "evicted": 3})
+    );
     assert_eq!(r["metricsRetentionDays"], 90);
 }

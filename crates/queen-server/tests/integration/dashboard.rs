@@ -156,10 +156,16 @@ async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
                 "workers.[0].totals.acked",
             ],
         ),
-        ("/api/v1/system/maintenance", &["maintenanceMode", "bufferedMessages", "bufferHealthy"]),
+        (
+            "/api/v1/system/maintenance",
+            &["maintenanceMode", "bufferedMessages", "bufferHealthy"],
+        ),
         ("/api/v1/system/maintenance/pop", &["popMaintenanceMode"]),
         ("/api/v1/system/shared-state", &["enabled"]),
-        ("/api/v1/resources/queues/", &["name", "partitions.[0].name", "partitions.[0].stats.total"]),
+        (
+            "/api/v1/resources/queues/",
+            &["name", "partitions.[0].name", "partitions.[0].stats.total"],
+        ),
         ("/api/v1/status/queues/", &["queue.config"]),
     ];
     for (path, _) in fields {

@@ -182,7 +182,10 @@ async fn the_database_is_copied_to_a_private_server_and_validates() {
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["success"], true);
-    assert!(body["version"].as_str().unwrap().starts_with("PostgreSQL"), "{body}");
+    assert!(
+        body["version"].as_str().unwrap().starts_with("PostgreSQL"),
+        "{body}"
+    );
     assert!(!body.to_string().contains(&pg.password));
 
     // one copy at a time: a lock held elsewhere (another replica) refuses a start
@@ -219,7 +222,10 @@ async fn the_database_is_copied_to_a_private_server_and_validates() {
     let by_name = |n: &str| tables.iter().find(|t| t["table"] == n).unwrap().clone();
     assert_eq!(by_name("dead_letters")["sourceCount"], 1, "{v}");
     assert_eq!(by_name("dead_letters")["targetCount"], 1, "{v}");
-    assert!(by_name("segments")["sourceCount"].as_i64().unwrap() >= 2, "{v}");
+    assert!(
+        by_name("segments")["sourceCount"].as_i64().unwrap() >= 2,
+        "{v}"
+    );
     assert_eq!(by_name("message_traces")["excluded"], true, "{v}");
     for t in tables {
         assert_keys(
@@ -256,18 +262,46 @@ async fn the_database_is_copied_to_a_private_server_and_validates() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_migration_input_is_refused() {
     let (_db, b) = setup().await;
-    let good = json!({"host": "127.0.0.1", "port": 1, "database": "d", "user": "u", "password": "p"});
+    let good =
+        json!({"host": "127.0.0.1", "port": 1, "database": "d", "user": "u", "password": "p"});
     for (path, body) in [
         ("test-connection", json!({})),
-        ("test-connection", json!({"host": "", "database": "d", "user": "u"})),
-        ("test-connection", json!({"host": "h", "port": 70000, "database": "d", "user": "u"})),
-        ("test-connection", json!({"host": "h", "port": "x", "database": "d", "user": "u"})),
-        ("test-connection", json!({"host": "-oProxyCommand", "database": "d", "user": "u"})),
-        ("test-connection", json!({"host": "h", "database": 5, "user": "u"})),
-        ("test-connection", json!({"host": "h", "database": "d", "user": "u", "ssl": "yes"})),
-        ("start", json!({"host": "h", "database": "d", "user": "u", "schema": "queen; DROP"})),
-        ("start", json!({"host": "h", "database": "d", "user": "u", "excludeTableData": "segments"})),
-        ("start", json!({"host": "h", "database": "d", "user": "u", "excludeTableData": ["a b"]})),
+        (
+            "test-connection",
+            json!({"host": "", "database": "d", "user": "u"}),
+        ),
+        (
+            "test-connection",
+            json!({"host": "h", "port": 70000, "database": "d", "user": "u"}),
+        ),
+        (
+            "test-connection",
+            json!({"host": "h", "port": "x", "database": "d", "user": "u"}),
+        ),
+        (
+            "test-connection",
+            json!({"host": "-oProxyCommand", "database": "d", "user": "u"}),
+        ),
+        (
+            "test-connection",
+            json!({"host": "h", "database": 5, "user": "u"}),
+        ),
+        (
+            "test-connection",
+            json!({"host": "h", "database": "d", "user": "u", "ssl": "yes"}),
+        ),
+        (
+            "start",
+            json!({"host": "h", "database": "d", "user": "u", "schema": "queen; DROP"}),
+        ),
+        (
+            "start",
+            json!({"host": "h", "database": "d", "user": "u", "excludeTableData": "segments"}),
+        ),
+        (
+            "start",
+            json!({"host": "h", "database": "d", "user": "u", "excludeTableData": ["a b"]}),
+        ),
         // unreachable target: refused before anything starts
         ("start", good.clone()),
         ("test-connection", good.clone()),

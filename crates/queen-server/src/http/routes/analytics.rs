@@ -13,9 +13,9 @@ use axum::extract::{Query, State};
 use axum::Json;
 use chrono::{DateTime, Duration, Utc};
 use queen_proto::analytics::{
-    LagPoint, OpsCounts, OpsPoint, ParkedPoint, QueueLag, QueueLagSeries, QueueOps,
-    QueueOpsSeries, QueueParkedReplicas, QueueParkedSeries, Retention, RetentionPolicy,
-    RetentionRun, RetentionTotals, WorkerCounts, WorkerMetrics, WorkerPoint, WorkerSeries,
+    LagPoint, OpsCounts, OpsPoint, ParkedPoint, QueueLag, QueueLagSeries, QueueOps, QueueOpsSeries,
+    QueueParkedReplicas, QueueParkedSeries, Retention, RetentionPolicy, RetentionRun,
+    RetentionTotals, WorkerCounts, WorkerMetrics, WorkerPoint, WorkerSeries,
 };
 use queen_proto::status::TimeRange;
 use queen_proto::time::format_millis;
@@ -332,7 +332,16 @@ mod tests {
         assert_eq!(bucket_seconds("5m"), Some(300));
         assert_eq!(bucket_seconds("2h"), Some(7_200));
         assert_eq!(bucket_seconds("30"), Some(30));
-        for bad in ["", "0", "0s", "-5", "5x", "week", "8d", "99999999999999999999"] {
+        for bad in [
+            "",
+            "0",
+            "0s",
+            "-5",
+            "5x",
+            "week",
+            "8d",
+            "99999999999999999999",
+        ] {
             assert_eq!(bucket_seconds(bad), None, "{bad}");
         }
     }

@@ -107,7 +107,9 @@ fn schema(map: &Map<String, Value>) -> Result<Option<String>, ApiError> {
     let s = name(map, "schema", false)?;
     if let Some(s) = &s {
         if !s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(ApiError::bad_request("schema must be letters, digits and _"));
+            return Err(ApiError::bad_request(
+                "schema must be letters, digits and _",
+            ));
         }
     }
     Ok(s)
@@ -148,8 +150,7 @@ pub async fn start(
                     Some(t)
                         if !t.is_empty()
                             && t.len() <= MAX_NAME
-                            && t
-                                .chars()
+                            && t.chars()
                                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.') =>
                     {
                         out.push(t.to_owned())

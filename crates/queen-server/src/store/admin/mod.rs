@@ -10,7 +10,7 @@ mod stats;
 mod traces;
 
 pub use analytics::{
-    OpsPoint, LagPoint, ParkedPoint, QueuePolicy, RetentionRun, SeriesQuery, WorkerPoint,
+    LagPoint, OpsPoint, ParkedPoint, QueuePolicy, RetentionRun, SeriesQuery, WorkerPoint,
 };
 pub use dlq::{DeadLetter, DeadLetterFilter};
 pub use groups::{Cursor, Subscription};
