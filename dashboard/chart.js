@@ -1,6 +1,7 @@
 // Queen dashboard charts: time-series line charts drawn as plain SVG.
 // lineChart(series, options) returns an <svg> element; every label is text,
 // never HTML. A series is {name, color, points: [{t: epoch ms, v: number}]}.
+(function () {
 "use strict";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -113,3 +114,4 @@ function timeline(events, options) {
 }
 
 window.QueenCharts = { lineChart, timeline, fmtNumber };
+})();
