@@ -16,6 +16,9 @@ if [ -x compat/python/run.sh ] || [ -f compat/python/run.sh ]; then
   bash compat/python/run.sh
 fi
 
+# the dashboard in a real browser: chromium driven by playwright-core (docs/operations.md, Dashboard)
+bash scripts/dashboard-test.sh --update-docs
+
 # three meshed brokers on loopback: the launcher asserts the mesh comes up
 BASE_PORT=26632 BASE_MESH_PORT=26642 bash scripts/ha-local.sh --check >/dev/null
 

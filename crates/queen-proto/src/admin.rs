@@ -459,3 +459,14 @@ mod tests {
         assert_eq!(v.as_object().unwrap().len(), 12);
     }
 }
+
+/// `DELETE /api/v1/dlq/:partitionId/:transactionId`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadLetterDeleted {
+    pub success: bool,
+    pub partition_id: String,
+    pub transaction_id: String,
+    pub consumer_group: Option<String>,
+    pub deleted: u64,
+}

@@ -8,7 +8,9 @@
 //! that report state. The mesh frame and spool record codecs live here too.
 
 pub mod admin;
+pub mod analytics;
 pub mod mesh;
+pub mod migration;
 pub mod names;
 pub mod options;
 pub mod payload;

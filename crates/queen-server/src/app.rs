@@ -8,6 +8,8 @@ use crate::broker::Broker;
 #[derive(Debug)]
 pub struct App {
     pub broker: Arc<Broker>,
+    /// The database copy of `/api/v1/migration/*`.
+    pub db_copy: Arc<crate::dbcopy::DbCopy>,
 }
 
 /// The axum state: a cheap clone of the shared [`App`].

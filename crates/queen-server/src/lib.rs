@@ -23,6 +23,7 @@ pub mod backoff;
 pub mod broker;
 pub mod config;
 pub mod embedded_pg;
+pub mod dbcopy;
 pub mod http;
 pub mod jobs;
 pub mod mesh;
@@ -101,6 +102,7 @@ pub async fn run(
     let mut background = jobs::spawn_all(&broker, &store, &spool, &shutdown);
     let app = Arc::new(App {
         broker: broker.clone(),
+        db_copy: Arc::default(),
     });
 
     let addr = listener.local_addr()?;

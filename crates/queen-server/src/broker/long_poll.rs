@@ -44,6 +44,18 @@ impl Waker {
         let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
         queues.values().filter(|n| Arc::strong_count(n) > 1).count()
     }
+
+    /// Names of the queues with a notifier held by a parked pop, sorted.
+    pub fn parked_queue_names(&self) -> Vec<String> {
+        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        let mut names: Vec<String> = queues
+            .iter()
+            .filter(|(_, n)| Arc::strong_count(n) > 1)
+            .map(|(q, _)| q.clone())
+            .collect();
+        names.sort();
+        names
+    }
 }
 
 #[cfg(test)]

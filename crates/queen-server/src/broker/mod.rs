@@ -9,8 +9,10 @@
 
 mod ack;
 mod admin;
+mod analytics;
 pub mod config_cache;
 pub mod crypto;
+mod dlq_delete;
 mod hints;
 pub mod long_poll;
 mod maintenance;

@@ -221,6 +221,7 @@ fn validation(config: &AuthConfig, alg: Algorithm) -> Validation {
 pub fn required_level(method: &Method, path: &str) -> Level {
     let starts = |p: &str| path == p || path.starts_with(&format!("{p}/"));
     if starts("/api/v1/system")
+        || starts("/api/v1/migration")
         || starts("/internal")
         || (method == Method::DELETE
             && (starts("/api/v1/consumer-groups") || starts("/api/v1/resources/queues")))
@@ -320,6 +321,10 @@ mod tests {
             (Method::DELETE, "/api/v1/messages/p/t", ReadWrite),
             (Method::GET, "/api/v1/dlq", ReadOnly),
             (Method::GET, "/assets/app.js", Public),
+            (Method::GET, "/api/v1/migration/status", Admin),
+            (Method::POST, "/api/v1/migration/start", Admin),
+            (Method::DELETE, "/api/v1/dlq/p/t", ReadWrite),
+            (Method::GET, "/api/v1/analytics/queue-ops", ReadOnly),
         ];
         for (m, p, want) in cases {
             assert_eq!(required_level(&m, p), want, "{m} {p}");

@@ -1,4 +1,4 @@
-//! The dashboard: three static files from `dashboard/` at the repository
+//! The dashboard: four static files from `dashboard/` at the repository
 //! root, compiled into the binary (feature `dashboard`, on by default).
 //! `GET /` and `GET /dashboard` serve the page; it reads the API v1 from the
 //! browser, with the token the user types when JWT auth is on.
@@ -12,6 +12,7 @@ use crate::app::AppState;
 
 const INDEX: &str = include_str!("../../../../dashboard/index.html");
 const APP_JS: &str = include_str!("../../../../dashboard/app.js");
+const CHART_JS: &str = include_str!("../../../../dashboard/chart.js");
 const STYLE: &str = include_str!("../../../../dashboard/style.css");
 
 /// The dashboard's routes, all public (non-API `GET`s).
@@ -20,6 +21,7 @@ pub fn routes() -> Router<AppState> {
         .route("/", get(index))
         .route("/dashboard", get(index))
         .route("/assets/app.js", get(app_js))
+        .route("/assets/chart.js", get(chart_js))
         .route("/assets/style.css", get(style))
 }
 
@@ -31,6 +33,13 @@ async fn app_js() -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
         APP_JS,
+    )
+}
+
+async fn chart_js() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        CHART_JS,
     )
 }
 

@@ -29,6 +29,13 @@ impl ApiError {
         }
     }
 
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self {
+            status: StatusCode::CONFLICT,
+            message: message.into(),
+        }
+    }
+
     pub fn payload_too_large(limit: usize) -> Self {
         Self {
             status: StatusCode::PAYLOAD_TOO_LARGE,

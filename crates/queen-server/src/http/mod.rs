@@ -38,8 +38,8 @@ use tower_http::trace::TraceLayer;
 use crate::app::AppState;
 use error::ApiError;
 use routes::{
-    ack, cluster, consumer_groups as groups, dlq, health, lease, messages, metrics, pop, push,
-    queues, resources, status, system, traces, transaction,
+    ack, analytics, cluster, consumer_groups as groups, dlq, dlq_delete, health, lease, messages,
+    metrics, migration, pop, push, queues, resources, status, system, traces, transaction,
 };
 
 /// Methods every answer allows (the reference's list).
@@ -76,6 +76,10 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         .route("/api/v1/lease/{lease_id}/extend", post(lease::extend))
         .route("/api/v1/pop", get(pop::pop_namespace))
         .route("/api/v1/dlq", get(dlq::list))
+        .route(
+            "/api/v1/dlq/{partition_id}/{transaction_id}",
+            delete(dlq_delete::delete),
+        )
         .route("/api/v1/traces", post(traces::create))
         .route("/api/v1/traces/names", get(traces::names))
         .route("/api/v1/traces/by-name/{name}", get(traces::by_name))
@@ -133,14 +137,19 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         )
         .route(
             "/api/v1/analytics/worker-metrics",
-            get(status::system_metrics),
+            get(analytics::worker_metrics),
         )
         .route(
             "/api/v1/analytics/postgres-stats",
             get(status::postgres_stats),
         )
-        .route("/api/v1/analytics/queue-lag", get(groups::lagging))
-        .route("/api/v1/analytics/queue-ops", get(status::overview))
+        .route("/api/v1/analytics/queue-lag", get(analytics::queue_lag))
+        .route("/api/v1/analytics/queue-ops", get(analytics::queue_ops))
+        .route(
+            "/api/v1/analytics/queue-parked-replicas",
+            get(analytics::queue_parked_replicas),
+        )
+        .route("/api/v1/analytics/retention", get(analytics::retention))
         .route(
             "/api/v1/system/maintenance",
             get(system::get_maintenance).post(system::set_maintenance),
@@ -155,6 +164,14 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         .route("/streams/v1/cycle", post(routes::streams::cycle))
         .route("/streams/v1/state/get", post(routes::streams::state_get))
         .route("/api/v1/streams/queries", get(routes::streams::list))
+        .route(
+            "/api/v1/migration/test-connection",
+            post(migration::test_connection),
+        )
+        .route("/api/v1/migration/start", post(migration::start))
+        .route("/api/v1/migration/status", get(migration::status))
+        .route("/api/v1/migration/validate", post(migration::validate))
+        .route("/api/v1/migration/reset", post(migration::reset))
         .route("/metrics", get(metrics::json))
         .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)

@@ -3,7 +3,8 @@
 //! - `migrate`: applies migrations at start, retrying while PostgreSQL is away;
 //! - `reconcile`: re-reads persisted cluster state on a fixed cadence (every replica);
 //! - `housekeeping`: idle connections, unused long-poll notifiers (every replica);
-//! - `stats`: this replica's throughput row (every replica, not gated);
+//! - `stats`: this replica's throughput row (every replica, not gated), and
+//!   the per-queue metrics history row (leader-gated, `METRICS_LOCK_KEY`);
 //! - `planner_stats`: analyzes hot tables that changed a lot (every replica,
 //!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
@@ -37,6 +38,8 @@ use crate::store::Store;
 pub const RETENTION_LOCK_KEY: i64 = 0x7175_6565_6e72_6574;
 /// Advisory lock key of the eviction job ("queenevi").
 pub const EVICTION_LOCK_KEY: i64 = 0x7175_6565_6e65_7669;
+/// Advisory lock key of the queue metrics history ("queenmet").
+pub const METRICS_LOCK_KEY: i64 = 0x7175_6565_6e6d_6574;
 
 /// Starts every background loop; they stop when `cancel` is cancelled.
 pub fn spawn_all(

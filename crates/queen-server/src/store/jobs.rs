@@ -16,6 +16,11 @@ pub struct AdvisoryLockGuard {
 }
 
 impl AdvisoryLockGuard {
+    /// The connection that holds the lock, for statements run under it.
+    pub(in crate::store) fn client(&self) -> &Client {
+        &self.client
+    }
+
     /// Releases the lock explicitly.
     pub async fn release(self) -> Result<(), StoreError> {
         self.client
@@ -60,14 +65,15 @@ impl Store {
         pushed: i64,
         popped: i64,
         acked: i64,
+        parked_queues: &[String],
     ) -> Result<(), StoreError> {
         with_op!(self.db, DbOp::ReplicaStats, |client| {
             client
                 .execute(
-                    "INSERT INTO queen.replica_stats (server_id, bucket, pushed, popped, acked)
-                         VALUES ($1, date_trunc('milliseconds', now()), $2, $3, $4)
+                    "INSERT INTO queen.replica_stats (server_id, bucket, pushed, popped, acked, parked_queues)
+                         VALUES ($1, date_trunc('milliseconds', now()), $2, $3, $4, $5)
                          ON CONFLICT (server_id, bucket) DO NOTHING",
-                    &[&server_id, &pushed, &popped, &acked],
+                    &[&server_id, &pushed, &popped, &acked, &parked_queues],
                 )
                 .await?;
             Ok(())

@@ -17,6 +17,7 @@ mod ack;
 pub mod admin;
 mod batcher;
 mod connect;
+pub mod dbcopy;
 mod error;
 pub mod jobs;
 mod liveness;

@@ -128,6 +128,8 @@ db_ops! {
     StreamsCycle => "streams_cycle", "store.streams_cycle";
     /// `/streams/v1/state/get` and the query listing.
     StreamsState => "streams_state", "store.streams_state";
+    /// Writing and reading the metrics history (analytics routes).
+    Analytics => "analytics", "store.analytics";
 }
 
 impl DbOp {

@@ -44,7 +44,8 @@ async fn the_page_and_its_files_are_served() {
     for (path, kind, needle) in [
         ("/", "text/html", "/assets/app.js"),
         ("/dashboard", "text/html", "/assets/style.css"),
-        ("/assets/app.js", "text/javascript", "function refresh"),
+        ("/assets/app.js", "text/javascript", "async function render"),
+        ("/assets/chart.js", "text/javascript", "function lineChart"),
         ("/assets/style.css", "text/css", "table"),
     ] {
         let (status, got, body) = fetch(&b, path).await;
@@ -60,7 +61,7 @@ async fn the_page_and_its_files_are_served() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
-    let (_db, b) = setup().await;
+    let (_db, b) = setup_with(&[("STATS_INTERVAL_MS", "200")]).await;
     // a queue with a message, a consumer group and a dead letter
     let q = unique("dash");
     push_numbered(&b, &q, "p", "m", 2).await;
@@ -76,10 +77,13 @@ async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = b.post("/api/v1/stats/refresh", &json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
 
     let (_, _, script) = fetch(&b, "/assets/app.js").await;
     let paths = api_paths(&script);
-    assert!(paths.len() >= 5, "{paths:?}");
+    assert!(paths.len() >= 12, "{paths:?}");
     // the fields each answer must carry, as the script reads them
     let fields: &[(&str, &[&str])] = &[
         (
@@ -92,8 +96,6 @@ async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
                 "messages.processing",
                 "messages.completed",
                 "messages.deadLetter",
-                "throughput.ingestedPerSecond",
-                "throughput.processedPerSecond",
             ],
         ),
         (
@@ -131,16 +133,59 @@ async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
             ],
         ),
         (
-            "/api/v1/dlq?limit=20",
+            "/api/v1/dlq?limit=100",
             &[
+                "total",
                 "messages.[0].failedAt",
                 "messages.[0].queue",
                 "messages.[0].partition",
+                "messages.[0].partitionId",
+                "messages.[0].transactionId",
                 "messages.[0].consumerGroup",
                 "messages.[0].retryCount",
                 "messages.[0].errorMessage",
+                "messages.[0].data",
             ],
         ),
+        (
+            "/api/v1/analytics/queue-ops?interval=1m&from=",
+            &[
+                "totals.pushed",
+                "totals.acked",
+                "queues.[0].points.[0].timestamp",
+                "queues.[0].points.[0].pushedPerSecond",
+                "queues.[0].points.[0].poppedPerSecond",
+                "queues.[0].points.[0].ackedPerSecond",
+            ],
+        ),
+        (
+            "/api/v1/analytics/queue-lag?interval=1m&from=",
+            &[
+                "queues.[0].points.[0].timestamp",
+                "queues.[0].points.[0].lagSeconds",
+            ],
+        ),
+        (
+            "/api/v1/analytics/worker-metrics?interval=1h&from=",
+            &[
+                "workers.[0].workerId",
+                "workers.[0].lastSeen",
+                "workers.[0].totals.pushed",
+                "workers.[0].totals.popped",
+                "workers.[0].totals.acked",
+            ],
+        ),
+        (
+            "/api/v1/system/maintenance",
+            &["maintenanceMode", "bufferedMessages", "bufferHealthy"],
+        ),
+        ("/api/v1/system/maintenance/pop", &["popMaintenanceMode"]),
+        ("/api/v1/system/shared-state", &["enabled"]),
+        (
+            "/api/v1/resources/queues/",
+            &["name", "partitions.[0].name", "partitions.[0].stats.total"],
+        ),
+        ("/api/v1/status/queues/", &["queue.config"]),
     ];
     for (path, _) in fields {
         assert!(
@@ -148,21 +193,25 @@ async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
             "script no longer reads {path}"
         );
     }
+    let from = (chrono::Utc::now() - chrono::Duration::hours(1))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     for path in &paths {
-        let path = if path.ends_with('/') {
-            format!("{path}{q}") // the queue detail: "/api/v1/resources/queues/" + name
+        // complete the dynamic part as the script does
+        let url = if path.ends_with("from=") {
+            format!("{path}{}", from.replace('+', "%2B"))
+        } else if path.ends_with('/') {
+            format!("{path}{q}")
+        } else if path.ends_with('?') {
+            format!("{path}queue={q}")
         } else {
             path.clone()
         };
-        let (status, body) = b.get(&path).await;
-        assert_eq!(status, StatusCode::OK, "{path}: {body}");
-        let keys = fields
-            .iter()
-            .find(|(p, _)| *p == path)
-            .map(|(_, k)| *k)
-            .unwrap_or(&["name", "partitions.[0].name", "partitions.[0].stats.total"]);
-        for key in keys {
-            assert!(dig(&body, key).is_some(), "{path}: no {key} in {body}");
+        let (status, body) = b.get(&url).await;
+        assert_eq!(status, StatusCode::OK, "{url}: {body}");
+        if let Some((_, keys)) = fields.iter().find(|(p, _)| p == path) {
+            for key in *keys {
+                assert!(dig(&body, key).is_some(), "{url}: no {key} in {body}");
+            }
         }
     }
 }

@@ -8,6 +8,7 @@
 
 mod ack;
 mod admin;
+mod analytics;
 mod auth;
 mod common;
 mod configure;
@@ -20,6 +21,7 @@ mod ha;
 mod hostile;
 mod lease;
 mod long_poll;
+mod migration;
 mod outage;
 mod planner_stats;
 mod pop;

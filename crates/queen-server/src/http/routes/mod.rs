@@ -1,13 +1,16 @@
 //! One file per API v1 area.
 
 pub mod ack;
+pub mod analytics;
 pub mod cluster;
 pub mod consumer_groups;
 pub mod dlq;
+pub mod dlq_delete;
 pub mod health;
 pub mod lease;
 pub mod messages;
 pub mod metrics;
+pub mod migration;
 pub mod pop;
 pub mod push;
 pub mod queues;

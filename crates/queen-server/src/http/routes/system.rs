@@ -100,10 +100,12 @@ pub async fn set_pop_maintenance(
     }))
 }
 
-pub async fn stats_refresh() -> Json<StatsRefreshed> {
-    // statistics are computed on read; there is nothing to refresh
-    Json(StatsRefreshed {
+/// Counts are computed on read; the refresh writes a metrics history sample
+/// now (the analytics routes' next bucket) instead of waiting for the stats job.
+pub async fn stats_refresh(State(app): State<AppState>) -> Result<Json<StatsRefreshed>, ApiError> {
+    app.broker.record_metrics_now().await?;
+    Ok(Json(StatsRefreshed {
         success: true,
-        message: "Statistics are computed on read",
-    })
+        message: "Statistics are computed on read; a metrics history sample was written",
+    }))
 }

@@ -1,12 +1,17 @@
 //! Reads and admin writes of the ADMIN/SECONDARY routes, one file per area:
 //! dead letters, traces, consumer groups, statistics, single messages.
 
+mod analytics;
 mod dlq;
+mod dlq_delete;
 mod groups;
 mod messages;
 mod stats;
 mod traces;
 
+pub use analytics::{
+    LagPoint, OpsPoint, ParkedPoint, QueuePolicy, RetentionRun, SeriesQuery, WorkerPoint,
+};
 pub use dlq::{DeadLetter, DeadLetterFilter};
 pub use groups::{Cursor, Subscription};
 pub use messages::{GroupState, MessageDetail, MessageFilter, MessageSummary};

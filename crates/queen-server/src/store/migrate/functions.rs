@@ -63,6 +63,7 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "cleanup_partitions",
     "evict_expired",
     "refresh_planner_stats",
+    "record_queue_metrics",
 ];
 
 /// Applies every file whose checksum differs from the one recorded (all of

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Browser test of the dashboard: starts one broker on its own database, then
+# drives the dashboard in Debian's chromium with playwright-core
+# (dashboard/test/browser.mjs). Installs chromium (apt) and playwright-core
+# (npm, into the git-ignored dashboard/test/node_modules) when missing.
+# Screenshots land in dashboard/test/screenshots/; with --update-docs the
+# overview is also written to docs/dashboard.png.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+docs_png=""
+[ "${1:-}" = "--update-docs" ] && docs_png="$PWD/docs/dashboard.png"
+PGHOST=${PGHOST:-127.0.0.1}
+PGUSER=${PGUSER:-postgres}
+port=${DASHBOARD_TEST_PORT:-26700}
+
+if [ ! -x /usr/bin/chromium ]; then
+  echo "dashboard-test: installing chromium"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+if [ ! -d dashboard/test/node_modules/playwright-core ]; then
+  (cd dashboard/test && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+cargo build -q -p queen-server
+db="queen_dash_$$"
+psql -h "$PGHOST" -U "$PGUSER" -d postgres -qc "CREATE DATABASE $db"
+work=$(mktemp -d)
+broker_pid=""
+cleanup() {
+  [ -n "$broker_pid" ] && kill "$broker_pid" 2>/dev/null && wait "$broker_pid" 2>/dev/null || true
+  psql -h "$PGHOST" -U "$PGUSER" -d postgres -qc "DROP DATABASE IF EXISTS $db WITH (FORCE)" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+QUEEN_SERVER_ID=dash-broker PORT=$port HOST=127.0.0.1 PG_HOST="$PGHOST" PG_USER="$PGUSER" PG_DB="$db" \
+  FILE_BUFFER_DIR="$work/spool" STATS_INTERVAL_MS=1000 LOG_LEVEL=warn \
+  target/debug/queen-server serve >"$work/broker.log" 2>&1 &
+broker_pid=$!
+for _ in $(seq 1 60); do
+  curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+  sleep 0.5
+done
+curl -sf "http://127.0.0.1:$port/health" >/dev/null || { cat "$work/broker.log"; exit 1; }
+
+status=0
+BASE="http://127.0.0.1:$port" SHOTS="$PWD/dashboard/test/screenshots" DOCS_PNG="$docs_png" \
+  timeout 300 node dashboard/test/browser.mjs || status=$?
+[ "$status" = 0 ] || tail -n 50 "$work/broker.log"
+exit "$status"
