@@ -506,6 +506,18 @@ views.group = async function (name) {
   ], rows, { id: "group-partitions" }))];
 };
 
+views.streams = async function () {
+  const list = await api("/api/v1/streams/queries");
+  return [section("Stream queries", table([
+    { label: "query", get: (s) => s.name },
+    { label: "source", get: (s) => h("a", { href: "#/queue/" + q(s.sourceQueue) }, s.sourceQueue) },
+    { label: "sink", get: (s) => h("a", { href: "#/queue/" + q(s.sinkQueue) }, s.sinkQueue) },
+    { label: "group", get: (s) => h("a", { href: "#/group/" + q(s.consumerGroup) }, s.consumerGroup) },
+    { label: "state rows", num: true, get: (s) => s.stateRows },
+    { label: "lag", num: true, get: (s) => s.lag },
+  ], (list && list.queries) || [], { id: "streams" }))];
+};
+
 views.traces = async function (name) {
   if (name) {
     const r = await api("/api/v1/traces/by-name/" + q(name) + "?limit=200");
