@@ -17,6 +17,7 @@ mod groups;
 mod ha;
 mod lease;
 mod long_poll;
+mod mesh_security;
 mod outage;
 mod planner_stats;
 mod pop;
