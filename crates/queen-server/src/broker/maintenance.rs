@@ -145,8 +145,12 @@ impl Broker {
     pub async fn refresh_stored_maintenance(&self) -> Result<(), StoreError> {
         for kind in [MaintenanceKind::Push, MaintenanceKind::Pop] {
             let enabled = self.store.maintenance(kind).await?;
-            let before = self.flags.origins.of(kind).stored.replace(enabled);
-            if before != Some(enabled) {
+            let (before, mesh_set) = {
+                let mut o = self.flags.origins.of(kind);
+                (o.stored.replace(enabled), o.source == "mesh")
+            };
+            // first read: apply unless a peer's frame set the flag meanwhile
+            if before.map_or(!mesh_set, |b| b != enabled) {
                 self.apply_maintenance(kind, enabled, "database", None);
             }
         }

@@ -73,7 +73,12 @@ pub(super) async fn run(
                     handshake(&mut stream, &peer, &mesh),
                 )
                 .await
-                .unwrap_or_else(|_| Err("handshake timed out".to_owned()));
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "handshake not done within {:?} (do both brokers run the same QUEEN_MESH_AUTH?)",
+                        cfg.handshake_timeout
+                    ))
+                });
                 match handshake {
                     Err(e) => record_error(&peer, &e),
                     Ok(mut signer) => {
