@@ -509,7 +509,9 @@ mod tests {
         );
         // a challenge MAC is no AUTH MAC: labels and direction differ
         let ch = challenge(K, "b", &h, "nl");
-        let as_auth = Auth { mac: ch.mac.clone() };
+        let as_auth = Auth {
+            mac: ch.mac.clone(),
+        };
         assert_eq!(
             check_auth(K, "b", &h, &ch, &as_auth).unwrap_err(),
             StrictError::BadAuthMac

@@ -8,8 +8,8 @@ use prometheus::{Encoder, TextEncoder};
 
 use super::metrics::Rates;
 use super::Broker;
-use crate::spool::SpoolStats;
 use crate::mesh::Mesh;
+use crate::spool::SpoolStats;
 use crate::store::PoolStatus;
 use queen_proto::status::MeshPeer;
 

@@ -224,7 +224,9 @@ mod tests {
         // the entry naming this replica's id is itself, whatever its address
         assert_eq!(c.mesh.peers, vec!["10.0.0.1:6633", "broker-c:6633"]);
         assert_eq!(c.mesh.peer_ids, vec!["a", "broker-c"], "else the host");
-        assert!(c.describe().contains("peers=a@10.0.0.1:6633,broker-c@broker-c:6633"));
+        assert!(c
+            .describe()
+            .contains("peers=a@10.0.0.1:6633,broker-c@broker-c:6633"));
         let e = config(&[("QUEEN_MESH_PEERS", "@h:1")]).unwrap_err();
         assert_eq!(e.var, "QUEEN_MESH_PEERS");
     }

@@ -126,7 +126,11 @@ pub(super) async fn run(
             Ok(t) => t,
             Err(r) => {
                 // dropping the stream closes it before a byte is read
-                refuse(&mesh, addr, &Cut::refused(r, "unauthenticated connection cap"));
+                refuse(
+                    &mesh,
+                    addr,
+                    &Cut::refused(r, "unauthenticated connection cap"),
+                );
                 continue;
             }
         };
@@ -189,8 +193,8 @@ async fn serve(
     // a live peer writes at least a heartbeat per period; allow a few missed ones
     let silence = (cfg.heartbeat * 5).max(Duration::from_secs(3));
     loop {
-        let Some((k, payload)) = read_frame(&mut stream, &mut buf, MAX_FRAME_LEN, Some(silence))
-            .await?
+        let Some((k, payload)) =
+            read_frame(&mut stream, &mut buf, MAX_FRAME_LEN, Some(silence)).await?
         else {
             return Ok(());
         };
@@ -241,7 +245,10 @@ async fn authenticate(
     let secret = cfg.secret.as_bytes();
     let mut hs = ListenerHandshake::new(secret, &mesh.server_id, &cfg.peer_ids, fresh_nonce());
     let strict = |e: queen_proto::mesh_auth::StrictError| Cut::refused(e.into(), e.to_string());
-    let challenge = match hs.on_frame(first_kind, &payload, now_ms()).map_err(strict)? {
+    let challenge = match hs
+        .on_frame(first_kind, &payload, now_ms())
+        .map_err(strict)?
+    {
         ListenerStep::Challenge(ch) => ch,
         ListenerStep::Authenticated(_) => {
             return Err(Cut::refused(Refusal::UnexpectedFrame, "AUTH before HELLO"))

@@ -82,33 +82,34 @@ pub(super) async fn run(
                 match handshake {
                     Err(e) => record_error(&peer, &e),
                     Ok(mut signer) => {
-                    // stale wakes queued while the peer was down are worthless now
-                    while rx.try_recv().is_ok() {}
-                    peer.stats.connected.store(true, Ordering::Relaxed);
-                    if ever_connected {
-                        peer.stats.reconnects.fetch_add(1, Ordering::Relaxed);
-                    }
-                    ever_connected = true;
-                    let connected_at = tokio::time::Instant::now();
-                    let err =
-                        pump(&mut stream, &mut rx, &peer, &mesh, signer.as_mut(), &cancel).await;
-                    peer.stats.connected.store(false, Ordering::Relaxed);
-                    if cancel.is_cancelled() {
-                        return;
-                    }
-                    // only a connection that held counts as the peer being back: one
-                    // that a proxy or a dying peer closes at once keeps the backoff
-                    // growing and the "unreachable" warning standing
-                    if connected_at.elapsed() >= STABLE_CONNECTION {
-                        backoff.reset();
-                        if warned_down {
-                            tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
-                            warned_down = false;
+                        // stale wakes queued while the peer was down are worthless now
+                        while rx.try_recv().is_ok() {}
+                        peer.stats.connected.store(true, Ordering::Relaxed);
+                        if ever_connected {
+                            peer.stats.reconnects.fetch_add(1, Ordering::Relaxed);
                         }
-                    }
-                    if let Some(e) = err {
-                        record_error(&peer, &e);
-                    }
+                        ever_connected = true;
+                        let connected_at = tokio::time::Instant::now();
+                        let err =
+                            pump(&mut stream, &mut rx, &peer, &mesh, signer.as_mut(), &cancel)
+                                .await;
+                        peer.stats.connected.store(false, Ordering::Relaxed);
+                        if cancel.is_cancelled() {
+                            return;
+                        }
+                        // only a connection that held counts as the peer being back: one
+                        // that a proxy or a dying peer closes at once keeps the backoff
+                        // growing and the "unreachable" warning standing
+                        if connected_at.elapsed() >= STABLE_CONNECTION {
+                            backoff.reset();
+                            if warned_down {
+                                tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
+                                warned_down = false;
+                            }
+                        }
+                        if let Some(e) = err {
+                            record_error(&peer, &e);
+                        }
                     }
                 }
             }

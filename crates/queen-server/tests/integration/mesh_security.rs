@@ -193,7 +193,10 @@ async fn base_mode_captured_traffic_replayed_and_reflected_takes_effect_as_docum
         assert_eq!(push["stored"], false, "{m}");
         assert_eq!(push["source"], "mesh", "{m}");
         assert!(
-            push["from"].as_str().unwrap().starts_with("node-0 (127.0.0.1:"),
+            push["from"]
+                .as_str()
+                .unwrap()
+                .starts_with("node-0 (127.0.0.1:"),
             "{m}"
         );
         assert_eq!(push_answer(b, &q).await["status"], "buffered");
@@ -349,7 +352,10 @@ async fn a_trickled_hello_is_closed_by_the_whole_handshake_deadline() {
             }
         }
         let took = started.elapsed();
-        assert!(closed, "{auth}: a trickled HELLO was left open for {took:?}");
+        assert!(
+            closed,
+            "{auth}: a trickled HELLO was left open for {took:?}"
+        );
         assert!(took >= Duration::from_millis(1400), "{auth}: {took:?}");
         assert!(took < Duration::from_secs(5), "{auth}: {took:?}");
         assert_eq!(refused(&b, "handshake_timeout").await, 1, "{auth}");
