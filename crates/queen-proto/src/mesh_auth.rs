@@ -142,7 +142,7 @@ pub fn check_hello(
     if hello.server_id == own_id {
         return Err(StrictError::OwnId);
     }
-    if !peer_ids.iter().any(|p| *p == hello.server_id) {
+    if !peer_ids.contains(&hello.server_id) {
         return Err(StrictError::UnknownPeer);
     }
     if hello.to.as_deref() != Some(own_id) {
@@ -392,6 +392,30 @@ impl FrameSigner {
     }
 }
 
+const FUZZ_SECRET: &[u8] = b"fuzz-secret-the-input-does-not-know";
+const FUZZ_NOW: i64 = 1_800_000_000_000;
+
+/// Drives a listener handshake (`own id "L"`, peers `"D"`, a secret the input
+/// cannot know) with every frame in `data`; true if it ever authenticated.
+/// The fuzz target and the corpus test share it.
+pub fn fuzz_listener(data: &[u8]) -> bool {
+    let peers = ["D".to_owned()];
+    let mut hs = ListenerHandshake::new(FUZZ_SECRET, "L", &peers, "listener-nonce".into());
+    let mut at = 0;
+    while let Ok(Some((raw, used))) = crate::mesh::decode_raw(&data[at..]) {
+        match hs.on_frame(raw.kind, raw.payload, FUZZ_NOW) {
+            Ok(ListenerStep::Authenticated(_)) => return true,
+            Ok(ListenerStep::Challenge(_)) => {}
+            Err(e) => {
+                let _ = e.reason();
+                return false;
+            }
+        }
+        at += used;
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,28 +597,4 @@ mod tests {
             Ok(ListenerStep::Challenge(_))
         ));
     }
-}
-
-const FUZZ_SECRET: &[u8] = b"fuzz-secret-the-input-does-not-know";
-const FUZZ_NOW: i64 = 1_800_000_000_000;
-
-/// Drives a listener handshake (`own id "L"`, peers `"D"`, a secret the input
-/// cannot know) with every frame in `data`; true if it ever authenticated.
-/// The fuzz target and the corpus test share it.
-pub fn fuzz_listener(data: &[u8]) -> bool {
-    let peers = ["D".to_owned()];
-    let mut hs = ListenerHandshake::new(FUZZ_SECRET, "L", &peers, "listener-nonce".into());
-    let mut at = 0;
-    while let Ok(Some((raw, used))) = crate::mesh::decode_raw(&data[at..]) {
-        match hs.on_frame(raw.kind, raw.payload, FUZZ_NOW) {
-            Ok(ListenerStep::Authenticated(_)) => return true,
-            Ok(ListenerStep::Challenge(_)) => {}
-            Err(e) => {
-                let _ = e.reason();
-                return false;
-            }
-        }
-        at += used;
-    }
-    false
 }
