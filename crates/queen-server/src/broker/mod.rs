@@ -20,6 +20,7 @@ mod push;
 mod queues;
 pub mod recent;
 mod status;
+mod streams;
 mod transaction;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub use push::{PushItem, PushOutcome};
 pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };
+pub use streams::{CycleDone, CycleRequest, StreamMetrics};
 pub use transaction::{TxOp, TxResult};
 
 use crate::config::Config;
@@ -87,6 +89,8 @@ pub struct Broker {
     mesh: Option<Arc<Mesh>>,
     /// Cancelled at shutdown: parked pops answer empty at once.
     shutdown: CancellationToken,
+    /// Counters of the `/streams/v1` routes.
+    streams: StreamMetrics,
 }
 
 impl Broker {
@@ -104,7 +108,9 @@ impl Broker {
                 tracing::warn!(error = %e, "database metrics not registered");
             }
         }
+        let streams = StreamMetrics::new(&metrics.registry);
         Arc::new(Self {
+            streams,
             cipher: config
                 .encryption_key
                 .as_ref()

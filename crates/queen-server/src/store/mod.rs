@@ -16,8 +16,10 @@
 mod ack;
 pub mod admin;
 mod batcher;
+mod connect;
 mod error;
 pub mod jobs;
+mod liveness;
 mod maintenance;
 mod migrate;
 mod op;
@@ -25,18 +27,24 @@ mod pool;
 mod pop;
 mod push;
 mod queues;
+mod streams;
 mod tls;
 mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus};
 pub use admin::*;
 pub use error::{DbError, StoreError};
-pub use migrate::{migrations_fingerprint, run_migrations};
+pub use liveness::Probe;
+pub use migrate::{is_foreign_schema, migrations_fingerprint, run_migrations};
 pub use op::DbOp;
 pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
+pub use streams::{
+    AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, CycleRefusal, Registration,
+    StateFilter, StateMiss, StateOp, StateRow, StreamQuery, StreamQueryStats,
+};
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 
 use tokio_postgres::types::FromSql;
@@ -45,8 +53,7 @@ use tokio_postgres::Row;
 /// The broker's handle on PostgreSQL.
 pub struct Store {
     db: op::Db,
-    pg_config: tokio_postgres::Config,
-    tls: tls::Connector,
+    hosts: connect::Hosts,
     batcher: batcher::Batcher,
 }
 

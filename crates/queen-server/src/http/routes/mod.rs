@@ -13,6 +13,7 @@ pub mod push;
 pub mod queues;
 pub mod resources;
 pub mod status;
+pub mod streams;
 pub mod system;
 pub mod traces;
 pub mod transaction;
