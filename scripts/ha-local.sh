@@ -8,6 +8,7 @@
 # Environment: PG_DB (default: a fresh database queen_ha_<pid>, dropped on exit),
 # PGHOST/PGUSER (default 127.0.0.1/postgres), QUEEN_SYNC_SECRET (default a random one),
 # HTTP ports 6632..6634 and mesh ports 6642..6644 unless BASE_PORT/BASE_MESH_PORT are set.
+# QUEEN_MESH_AUTH=strict runs the trio in strict mode (the peer entries carry their server ids).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,7 +42,7 @@ for i in 0 1 2; do
   peers=""
   for j in 0 1 2; do
     [ "$i" = "$j" ] && continue
-    peers="${peers:+$peers,}127.0.0.1:$((base_mesh + j))"
+    peers="${peers:+$peers,}broker-$j@127.0.0.1:$((base_mesh + j))"
   done
   QUEEN_SERVER_ID="broker-$i" PORT=$((base_port + i)) HOST=127.0.0.1 \
     QUEEN_MESH_PORT=$((base_mesh + i)) QUEEN_MESH_PEERS="$peers" QUEEN_SYNC_SECRET="$secret" \

@@ -5,12 +5,14 @@
 //! whose field names and casing the official clients depend on (see
 //! `shared/spec/http-api.md`): [`responses`] for push, pop, ack and lease,
 //! [`admin`] for the routes on messages and groups, [`status`] for the routes
-//! that report state. The mesh frame and spool record codecs live here too.
+//! that report state. The mesh frame and spool record codecs live here too, and the
+//! strict mesh handshake ([`mesh_auth`]) as a pure state machine.
 
 pub mod admin;
 pub mod analytics;
 pub mod mesh;
 pub mod migration;
+pub mod mesh_auth;
 pub mod names;
 pub mod options;
 pub mod payload;

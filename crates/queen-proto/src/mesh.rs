@@ -22,6 +22,10 @@ pub mod kind {
     pub const PARTITION_FREE: u8 = 4;
     pub const QUEUE_CONFIG_INVALIDATE: u8 = 5;
     pub const MAINTENANCE_MODE_SET: u8 = 6;
+    /// Strict mode only: the listener's answer to a HELLO (see [`crate::mesh_auth`]).
+    pub const CHALLENGE: u8 = 7;
+    /// Strict mode only: the dialer's answer to the CHALLENGE.
+    pub const AUTH: u8 = 8;
 }
 
 /// The first frame on a dialled connection.
@@ -35,6 +39,24 @@ pub struct Hello {
     /// Unix milliseconds; strict mode only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ts: Option<i64>,
+    /// Strict mode only: the server id of the listener this HELLO is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+/// Strict mode: the listener's fresh nonce and its proof that it knows the
+/// secret and is the replica the dialer meant (see [`crate::mesh_auth`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Challenge {
+    pub server_id: String,
+    pub nonce: String,
+    pub mac: String,
+}
+
+/// Strict mode: the dialer's MAC over both ids and both nonces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Auth {
+    pub mac: String,
 }
 
 /// A periodic write that lets a dead peer be noticed.
@@ -227,14 +249,20 @@ mod tests {
     fn frame_strategy() -> impl Strategy<Value = Frame> {
         let s = "[a-zA-Z0-9._ -]{0,40}";
         prop_oneof![
-            (s, s, s, proptest::option::of(any::<i64>())).prop_map(|(a, b, c, ts)| Frame::Hello(
-                Hello {
+            (
+                s,
+                s,
+                s,
+                proptest::option::of(any::<i64>()),
+                proptest::option::of(s)
+            )
+                .prop_map(|(a, b, c, ts, to)| Frame::Hello(Hello {
                     server_id: a,
                     nonce: b,
                     mac: c,
-                    ts
-                }
-            )),
+                    ts,
+                    to
+                })),
             s.prop_map(|a| Frame::Heartbeat(Heartbeat { server_id: a })),
             (s, s).prop_map(|(q, p)| Frame::MessageAvailable(MessageAvailable {
                 queue: q,

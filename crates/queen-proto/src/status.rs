@@ -69,6 +69,9 @@ pub struct Metrics {
     pub database: PoolMetrics,
     pub memory: MemoryMetrics,
     pub cpu: CpuMetrics,
+    /// Present when the mesh runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mesh: Option<MeshGuard>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -452,6 +455,36 @@ pub struct PushMaintenance {
     /// Present on the answer to a switch.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<&'static str>,
+    /// What this replica applies, what PostgreSQL holds, and what set it.
+    pub effective: MaintenanceModes,
+}
+
+/// The effective state of both maintenance modes on this replica.
+#[derive(Debug, Clone, Serialize)]
+pub struct MaintenanceModes {
+    pub push: MaintenanceModeState,
+    pub pop: MaintenanceModeState,
+}
+
+/// One maintenance mode as this replica applies it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MaintenanceModeState {
+    /// What the replica does right now (the top-level flag says the same).
+    pub enabled: bool,
+    /// The flag in PostgreSQL; `null` when it could not be read.
+    pub stored: Option<bool>,
+    /// What set the applied value: `database` (read by the reconcile loop or
+    /// this route), `api` (a switch on this replica), `mesh` (a peer's frame),
+    /// or `default` (nothing yet).
+    pub source: &'static str,
+    /// For `mesh`: the sending peer, `server_id (address)`; the id is only a
+    /// claim in the base mesh mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    /// When the source set it (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub since: Option<String>,
 }
 
 /// `GET/POST /api/v1/system/maintenance/pop`.
@@ -460,6 +493,7 @@ pub struct PushMaintenance {
 pub struct PopMaintenance {
     pub pop_maintenance_mode: bool,
     pub message: &'static str,
+    pub effective: MaintenanceModes,
 }
 
 /// `POST /api/v1/stats/refresh`.
@@ -489,6 +523,16 @@ pub struct MeshInbound {
     pub frames: u64,
 }
 
+/// The mesh listener's pre-authentication numbers (shared-state and `/metrics`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MeshGuard {
+    /// Accepted connections not authenticated yet.
+    pub unauthenticated: usize,
+    /// Refused or cut connections since start, by reason.
+    pub refused: std::collections::BTreeMap<&'static str, u64>,
+}
+
 /// `GET /api/v1/system/shared-state`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
@@ -506,12 +550,14 @@ pub enum SharedState {
         enabled: bool,
         server_id: String,
         auth: &'static str,
+        mesh_host: String,
         mesh_port: u16,
         listening: bool,
         heartbeat_ms: u64,
         peers_connected: usize,
         peers: Vec<MeshPeer>,
         inbound: MeshInbound,
+        guard: MeshGuard,
     },
 }
 

@@ -12,7 +12,8 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(l.local_addr()?.port())
 }
 
-/// Brokers `node-0 … node-N` with mesh ports on loopback, each a peer of the others.
+/// Brokers `node-0 … node-N` with mesh ports on loopback, each a peer of the
+/// others (`node-j@127.0.0.1:port`, so strict mode knows every peer's id).
 #[derive(Debug)]
 pub struct TestCluster {
     brokers: Vec<Option<TestBroker>>,
@@ -34,7 +35,7 @@ impl TestCluster {
                 .iter()
                 .enumerate()
                 .filter(|(j, _)| *j != i)
-                .map(|(_, p)| format!("127.0.0.1:{p}"))
+                .map(|(j, p)| format!("node-{j}@127.0.0.1:{p}"))
                 .collect();
             env.insert("QUEEN_SERVER_ID".into(), format!("node-{i}"));
             env.insert("QUEEN_MESH_PORT".into(), port.to_string());

@@ -18,14 +18,14 @@ use crate::mesh::{Hint, HintInbox};
 pub fn spawn_hint_applier(broker: Arc<Broker>, mut inbox: HintInbox, cancel: CancellationToken) {
     tokio::spawn(async move {
         loop {
-            let hint = tokio::select! {
+            let (hint, from) = tokio::select! {
                 h = inbox.recv() => match h {
-                    Some(h) => h,
+                    Some(pair) => pair,
                     None => return,
                 },
                 _ = cancel.cancelled() => return,
             };
-            broker.apply_hint(hint);
+            broker.apply_hint(hint, &from);
         }
     });
 }
@@ -38,13 +38,13 @@ impl Broker {
         }
     }
 
-    /// What a received hint does on this replica.
-    pub(super) fn apply_hint(&self, hint: Hint) {
+    /// What a received hint does on this replica; `from` names the sender.
+    pub(super) fn apply_hint(&self, hint: Hint, from: &str) {
         match hint {
             Hint::MessageAvailable(h) => self.messages_available(&h.queue, &h.partition),
             Hint::PartitionFree(h) => self.waker.notify(&h.queue),
             Hint::QueueConfigInvalidate(h) => self.queues.invalidate(&h.queue),
-            Hint::MaintenanceModeSet(h) => self.apply_maintenance(h.mode, h.enabled),
+            Hint::MaintenanceModeSet(h) => self.apply_mesh_maintenance(h.mode, h.enabled, from),
         }
     }
 

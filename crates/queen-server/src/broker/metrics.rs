@@ -42,6 +42,8 @@ pub struct Metrics {
     pub mesh_peer: prometheus::IntGaugeVec,
     /// 1 for the mesh authentication mode in force.
     pub mesh_auth: prometheus::IntGaugeVec,
+    /// Mesh connections refused or cut, by reason (`mesh/refusal.rs`).
+    pub mesh_refused: IntCounterVec,
     rate_window: Mutex<RateWindow>,
 }
 
@@ -136,9 +138,21 @@ impl Default for Metrics {
         registry
             .register(Box::new(mesh_auth.clone()))
             .expect("unique metric");
+        let mesh_refused = IntCounterVec::new(
+            Opts::new(
+                "queen_mesh_refused_total",
+                "mesh connections refused or cut by the listener, by reason",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(mesh_refused.clone()))
+            .expect("unique metric");
         Self {
             mesh_peer,
             mesh_auth,
+            mesh_refused,
             started: Instant::now(),
             http_requests: counter(
                 &registry,
@@ -283,6 +297,8 @@ impl Metrics {
 pub struct Flags {
     pub push_maintenance: AtomicBool,
     pub pop_maintenance: AtomicBool,
+    /// What set each flag, and the stored value last read (`broker/maintenance.rs`).
+    pub origins: super::maintenance::Origins,
 }
 
 impl Flags {

@@ -8,6 +8,7 @@ use prometheus::{Encoder, TextEncoder};
 
 use super::metrics::Rates;
 use super::Broker;
+use crate::mesh::Mesh;
 use crate::spool::SpoolStats;
 use crate::store::PoolStatus;
 use queen_proto::status::MeshPeer;
@@ -38,6 +39,7 @@ pub struct MeshStatus {
     pub inbound_accepted: u64,
     pub inbound_rejected: u64,
     pub inbound_frames: u64,
+    pub guard: queen_proto::status::MeshGuard,
 }
 
 /// The numbers of `/metrics`.
@@ -102,7 +104,13 @@ impl Broker {
             inbound_accepted: mesh.inbound.accepted.load(Ordering::Relaxed),
             inbound_rejected: mesh.inbound.rejected.load(Ordering::Relaxed),
             inbound_frames: mesh.inbound.frames.load(Ordering::Relaxed),
+            guard: mesh_guard(mesh),
         })
+    }
+
+    /// The mesh listener's pre-authentication numbers, when the mesh runs.
+    pub fn mesh_guard(&self) -> Option<queen_proto::status::MeshGuard> {
+        self.mesh.as_deref().map(mesh_guard)
     }
 
     /// Counts one HTTP request.
@@ -168,6 +176,10 @@ impl Broker {
             .with_label_values(&[self.config.mesh.auth.as_str()])
             .set(1);
         if let Some(mesh) = &self.mesh {
+            for (reason, n) in mesh.refusals() {
+                let c = m.mesh_refused.with_label_values(&[reason]);
+                c.inc_by(n.saturating_sub(c.get()));
+            }
             for p in mesh.snapshot() {
                 let set = |stat: &str, v: u64| {
                     m.mesh_peer
@@ -183,5 +195,12 @@ impl Broker {
         let mut out = Vec::new();
         TextEncoder::new().encode(&m.registry.gather(), &mut out)?;
         Ok(out)
+    }
+}
+
+fn mesh_guard(mesh: &Mesh) -> queen_proto::status::MeshGuard {
+    queen_proto::status::MeshGuard {
+        unauthenticated: mesh.inbound.unauthenticated.load(Ordering::Relaxed),
+        refused: mesh.refusals().into_iter().collect(),
     }
 }

@@ -110,6 +110,12 @@ pub(super) const QUEEN_SYNC_ENABLED: bool = true;
 pub(super) const QUEEN_MESH_PORT: u16 = 6633;
 /// `QUEEN_MESH_AUTH`: HMAC over the HELLO nonce, the seed design.
 pub(super) const QUEEN_MESH_AUTH: &str = "hmac";
+/// `QUEEN_MESH_HANDSHAKE_TIMEOUT_MS`, 5 s: one deadline for a whole handshake; a real one takes a round trip.
+pub(super) const QUEEN_MESH_HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
+/// `QUEEN_MESH_MAX_UNAUTHENTICATED`, 64: far above a three-replica cluster's reconnects, far below memory trouble.
+pub(super) const QUEEN_MESH_MAX_UNAUTHENTICATED: usize = 64;
+/// `QUEEN_MESH_MAX_UNAUTHENTICATED_PER_ADDR`, 8: a peer opens one connection at a time.
+pub(super) const QUEEN_MESH_MAX_UNAUTHENTICATED_PER_ADDR: usize = 8;
 /// `QUEEN_SYNC_HEARTBEAT_MS`, 1 s: the HA design's period; a dead peer is noticed within seconds.
 pub(super) const QUEEN_SYNC_HEARTBEAT_MS: u64 = 1_000;
 

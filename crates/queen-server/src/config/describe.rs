@@ -31,14 +31,21 @@ impl Config {
             db.push_str(&format!(" root_cert={}", ca.display()));
         }
         let sync = format!(
-            "sync[enabled={} mesh={} port={} peers={} auth: {} heartbeat_ms={}]",
+            "sync[enabled={} mesh={} host={} port={} peers={} auth: {} heartbeat_ms={}]",
             self.mesh.sync_enabled,
             if self.mesh.is_active() { "on" } else { "off" },
+            self.mesh.host,
             self.mesh.port,
             if self.mesh.peers.is_empty() {
                 "-".to_owned()
             } else {
-                self.mesh.peers.join(",")
+                self.mesh
+                    .peer_ids
+                    .iter()
+                    .zip(&self.mesh.peers)
+                    .map(|(id, addr)| format!("{id}@{addr}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
             },
             self.mesh.auth.as_str(),
             self.mesh.heartbeat.as_millis(),

@@ -1,11 +1,14 @@
-//! Mesh authentication: the HELLO MAC, and in strict mode the per-frame MAC.
+//! Mesh authentication.
 //!
-//! Base (`hmac`): `mac = HMAC-SHA256(secret, nonce)`, checked in constant time.
-//! Its documented limits: a captured HELLO can be replayed, and frames after
-//! it carry no MAC. Strict (`hmac-strict`, ours): the HELLO MAC also covers a
-//! timestamp, the listener refuses stale timestamps and nonces it has seen, and
-//! every later frame carries `HMAC(k, counter || type || payload)` with
-//! `k = HMAC(secret, "queen-mesh-frame" || nonce)` and a per-connection counter.
+//! Base (`hmac`, the seed design, wire-compatible with it): the dialer sends
+//! `HELLO {server_id, nonce, mac}` with `mac = HMAC-SHA256(secret, nonce)`,
+//! checked in constant time; nothing else. Its documented limits: a captured
+//! HELLO can be replayed, and frames after it carry no MAC.
+//!
+//! Strict (`hmac-strict`): a challenge-response bound to both server ids and
+//! the direction, with a per-link HKDF key for a MAC on every later frame; the
+//! pure protocol is `queen_proto::mesh_auth`. What lives here is the state a
+//! listener keeps across connections (the replay cache) and the clock.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,74 +16,69 @@ use std::time::{Duration, Instant};
 
 use hmac::{Hmac, Mac};
 use queen_proto::mesh::Hello;
+pub use queen_proto::mesh_auth::FrameSigner;
 use sha2::Sha256;
 
 use crate::config::MeshAuth;
 
 type HmacSha256 = Hmac<Sha256>;
 
-/// Bytes of a per-frame MAC in strict mode.
-pub const FRAME_MAC_LEN: usize = 32;
-/// How far a strict HELLO's timestamp may be from our clock (30 s).
-pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(30);
+/// How long a strict HELLO nonce is remembered (twice the allowed clock skew,
+/// so a HELLO whose timestamp still passes cannot pass twice).
+const REPLAY_WINDOW: Duration =
+    Duration::from_millis(2 * queen_proto::mesh_auth::MAX_CLOCK_SKEW_MS.unsigned_abs());
+/// Most nonces the replay cache holds; past it the oldest half is dropped
+/// (strict mode's challenge still refuses a replay, the cache only refuses it early).
+const REPLAY_CACHE_MAX: usize = 4096;
 
-fn mac_over(key: &[u8], parts: &[&[u8]]) -> HmacSha256 {
-    let mut mac = HmacSha256::new_from_slice(key).expect("HMAC takes keys of any length");
-    for p in parts {
-        mac.update(p);
-    }
+fn base_mac(secret: &str, nonce: &str) -> HmacSha256 {
+    let mut mac =
+        HmacSha256::new_from_slice(secret.as_bytes()).expect("HMAC takes keys of any length");
+    mac.update(nonce.as_bytes());
     mac
 }
 
-fn now_ms() -> i64 {
+/// Unix milliseconds now.
+pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-/// Builds the HELLO a dialer sends.
-pub fn make_hello(server_id: &str, secret: &str, auth: MeshAuth) -> Hello {
-    let nonce = uuid::Uuid::new_v4().simple().to_string();
-    let ts = (auth == MeshAuth::HmacStrict).then(now_ms);
-    let mac = match auth {
-        MeshAuth::Off => String::new(),
-        MeshAuth::Hmac => hex::encode(
-            mac_over(secret.as_bytes(), &[nonce.as_bytes()])
-                .finalize()
-                .into_bytes(),
-        ),
-        MeshAuth::HmacStrict => {
-            let ts_text = ts.unwrap_or_default().to_string();
-            hex::encode(
-                mac_over(
-                    secret.as_bytes(),
-                    &[nonce.as_bytes(), b".", ts_text.as_bytes()],
-                )
-                .finalize()
-                .into_bytes(),
-            )
-        }
+/// A fresh random nonce (128 bits of which 122 random, hex).
+pub fn fresh_nonce() -> String {
+    uuid::Uuid::new_v4().simple().to_string()
+}
+
+/// The HELLO of the base protocol (`hmac`, or `off` with an empty secret).
+pub fn make_hello(server_id: &str, secret: &str) -> Hello {
+    let nonce = fresh_nonce();
+    let mac = if secret.is_empty() {
+        String::new()
+    } else {
+        hex::encode(base_mac(secret, &nonce).finalize().into_bytes())
     };
     Hello {
         server_id: server_id.to_owned(),
         nonce,
         mac,
-        ts,
+        ts: None,
+        to: None,
     }
 }
 
-/// Why a HELLO was refused.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum HelloError {
-    #[error("bad HELLO mac")]
-    BadMac,
-    #[error("HELLO timestamp missing or outside the allowed clock skew")]
-    StaleTimestamp,
-    #[error("HELLO nonce replayed")]
-    Replayed,
+/// Verifies a base-protocol HELLO (`off` accepts any well-formed one).
+pub fn verify_base_hello(hello: &Hello, secret: &str, auth: MeshAuth) -> bool {
+    match auth {
+        MeshAuth::Off => true,
+        MeshAuth::Hmac => hex::decode(&hello.mac)
+            .is_ok_and(|given| base_mac(secret, &hello.nonce).verify_slice(&given).is_ok()),
+        MeshAuth::HmacStrict => false,
+    }
 }
 
-/// Nonces seen recently (strict mode), so a captured HELLO cannot be replayed.
+/// Strict HELLO nonces seen recently, so a replayed HELLO is refused before
+/// the listener spends a challenge on it.
 #[derive(Debug, Default)]
 pub struct ReplayCache {
     seen: Mutex<HashMap<String, Instant>>,
@@ -88,91 +86,16 @@ pub struct ReplayCache {
 
 impl ReplayCache {
     /// Records `nonce`; false if it was already seen within the window.
-    fn insert(&self, nonce: &str) -> bool {
+    pub fn insert(&self, nonce: &str) -> bool {
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        let window = MAX_CLOCK_SKEW * 2;
-        seen.retain(|_, at| at.elapsed() < window);
+        seen.retain(|_, at| at.elapsed() < REPLAY_WINDOW);
+        if seen.len() >= REPLAY_CACHE_MAX {
+            let mut ages: Vec<Instant> = seen.values().copied().collect();
+            ages.sort_unstable();
+            let cut = ages[ages.len() / 2];
+            seen.retain(|_, at| *at > cut);
+        }
         seen.insert(nonce.to_owned(), Instant::now()).is_none()
-    }
-}
-
-/// Verifies a HELLO (MAC in constant time; in strict mode also time and replay).
-pub fn verify_hello(
-    hello: &Hello,
-    secret: &str,
-    auth: MeshAuth,
-    cache: &ReplayCache,
-) -> Result<(), HelloError> {
-    let given = hex::decode(&hello.mac).map_err(|_| HelloError::BadMac);
-    match auth {
-        MeshAuth::Off => Ok(()),
-        MeshAuth::Hmac => mac_over(secret.as_bytes(), &[hello.nonce.as_bytes()])
-            .verify_slice(&given?)
-            .map_err(|_| HelloError::BadMac),
-        MeshAuth::HmacStrict => {
-            let ts = hello.ts.ok_or(HelloError::StaleTimestamp)?;
-            let ts_text = ts.to_string();
-            mac_over(
-                secret.as_bytes(),
-                &[hello.nonce.as_bytes(), b".", ts_text.as_bytes()],
-            )
-            .verify_slice(&given?)
-            .map_err(|_| HelloError::BadMac)?;
-            if (now_ms() - ts).unsigned_abs() > MAX_CLOCK_SKEW.as_millis() as u64 {
-                return Err(HelloError::StaleTimestamp);
-            }
-            if !cache.insert(&hello.nonce) {
-                return Err(HelloError::Replayed);
-            }
-            Ok(())
-        }
-    }
-}
-
-/// The per-connection key and counter of strict mode's frame MACs.
-#[derive(Debug)]
-pub struct FrameSigner {
-    key: Vec<u8>,
-    counter: u64,
-}
-
-impl FrameSigner {
-    /// Derives the connection key from the secret and the HELLO nonce.
-    pub fn new(secret: &str, nonce: &str) -> Self {
-        let key = mac_over(secret.as_bytes(), &[b"queen-mesh-frame", nonce.as_bytes()])
-            .finalize()
-            .into_bytes()
-            .to_vec();
-        Self { key, counter: 0 }
-    }
-
-    fn mac(&self, counter: u64, kind: u8, payload: &[u8]) -> HmacSha256 {
-        mac_over(&self.key, &[&counter.to_be_bytes(), &[kind], payload])
-    }
-
-    /// Returns `mac || payload` for the next frame.
-    pub fn sign(&mut self, kind: u8, payload: &[u8]) -> Vec<u8> {
-        self.counter += 1;
-        let mut out = self
-            .mac(self.counter, kind, payload)
-            .finalize()
-            .into_bytes()
-            .to_vec();
-        out.extend_from_slice(payload);
-        out
-    }
-
-    /// Checks the next frame's MAC and returns its payload.
-    pub fn verify<'a>(&mut self, kind: u8, signed: &'a [u8]) -> Option<&'a [u8]> {
-        if signed.len() < FRAME_MAC_LEN {
-            return None;
-        }
-        let (mac, payload) = signed.split_at(FRAME_MAC_LEN);
-        self.counter += 1;
-        self.mac(self.counter, kind, payload)
-            .verify_slice(mac)
-            .ok()?;
-        Some(payload)
     }
 }
 
@@ -182,59 +105,27 @@ mod tests {
 
     #[test]
     fn base_hello_verifies_and_is_replayable() {
-        let cache = ReplayCache::default();
-        let h = make_hello("a", "k", MeshAuth::Hmac);
-        assert_eq!(verify_hello(&h, "k", MeshAuth::Hmac, &cache), Ok(()));
-        // the documented weakness of the base protocol: a replay passes
-        assert_eq!(verify_hello(&h, "k", MeshAuth::Hmac, &cache), Ok(()));
-        assert_eq!(
-            verify_hello(&h, "other", MeshAuth::Hmac, &cache),
-            Err(HelloError::BadMac)
-        );
+        let h = make_hello("a", "k");
+        assert!(verify_base_hello(&h, "k", MeshAuth::Hmac));
+        // the documented weakness of the base protocol: nothing stops a replay
+        assert!(verify_base_hello(&h, "k", MeshAuth::Hmac));
+        assert!(!verify_base_hello(&h, "other", MeshAuth::Hmac));
         let mut forged = h.clone();
         forged.nonce = "00".into();
-        assert_eq!(
-            verify_hello(&forged, "k", MeshAuth::Hmac, &cache),
-            Err(HelloError::BadMac)
-        );
+        assert!(!verify_base_hello(&forged, "k", MeshAuth::Hmac));
+        // the seed's wire: no ts, no to
+        let json = serde_json::to_value(&h).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), 3, "{json}");
     }
 
     #[test]
-    fn strict_hello_refuses_replays_and_stale_clocks() {
-        let cache = ReplayCache::default();
-        let h = make_hello("a", "k", MeshAuth::HmacStrict);
-        assert_eq!(verify_hello(&h, "k", MeshAuth::HmacStrict, &cache), Ok(()));
-        assert_eq!(
-            verify_hello(&h, "k", MeshAuth::HmacStrict, &cache),
-            Err(HelloError::Replayed)
-        );
-        let mut old = make_hello("a", "k", MeshAuth::HmacStrict);
-        old.ts = Some(old.ts.unwrap() - 120_000);
-        // the MAC covers ts, so moving it breaks the MAC before the clock check
-        assert_eq!(
-            verify_hello(&old, "k", MeshAuth::HmacStrict, &cache),
-            Err(HelloError::BadMac)
-        );
-        let base = make_hello("a", "k", MeshAuth::Hmac);
-        assert_eq!(
-            verify_hello(&base, "k", MeshAuth::HmacStrict, &cache),
-            Err(HelloError::StaleTimestamp)
-        );
-    }
-
-    #[test]
-    fn frame_macs_bind_counter_type_and_payload() {
-        let mut tx = FrameSigner::new("k", "n");
-        let mut rx = FrameSigner::new("k", "n");
-        let a = tx.sign(3, b"{\"q\":1}");
-        let b = tx.sign(3, b"{\"q\":2}");
-        assert_eq!(rx.verify(3, &a), Some(&b"{\"q\":1}"[..]));
-        // replaying the first frame fails: the counter moved on
-        assert_eq!(rx.verify(3, &a), None);
-        let mut rx2 = FrameSigner::new("k", "n");
-        assert!(rx2.verify(3, &a).is_some());
-        assert_eq!(rx2.verify(4, &b), None, "type is covered");
-        let mut other_conn = FrameSigner::new("k", "m");
-        assert_eq!(other_conn.verify(3, &a), None, "nonce is covered");
+    fn the_replay_cache_refuses_a_nonce_twice_and_stays_bounded() {
+        let c = ReplayCache::default();
+        assert!(c.insert("n"));
+        assert!(!c.insert("n"));
+        for i in 0..(REPLAY_CACHE_MAX * 2) {
+            c.insert(&i.to_string());
+        }
+        assert!(c.seen.lock().unwrap().len() <= REPLAY_CACHE_MAX);
     }
 }

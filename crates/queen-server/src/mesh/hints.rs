@@ -2,6 +2,8 @@
 //! calls into the broker: the broker side reads the [`HintInbox`] and decides
 //! what each hint does. Heartbeats and HELLOs stay inside the mesh.
 
+use std::sync::Arc;
+
 use queen_proto::mesh::{
     Frame, MaintenanceModeSet, MessageAvailable, PartitionFree, QueueConfigInvalidate,
 };
@@ -36,12 +38,13 @@ impl Hint {
 /// The receiving end: what peers sent, for the broker to apply.
 #[derive(Debug)]
 pub struct HintInbox {
-    rx: mpsc::Receiver<Hint>,
+    rx: mpsc::Receiver<(Hint, Arc<str>)>,
 }
 
 impl HintInbox {
-    /// The next hint; `None` once the mesh stopped.
-    pub async fn recv(&mut self) -> Option<Hint> {
+    /// The next hint and who sent it (`server_id (address)`; the id is only a
+    /// claim in the base mode); `None` once the mesh stopped.
+    pub async fn recv(&mut self) -> Option<(Hint, Arc<str>)> {
         self.rx.recv().await
     }
 }
@@ -49,16 +52,16 @@ impl HintInbox {
 /// The listener's end of the inbox.
 #[derive(Debug, Clone)]
 pub(super) struct HintSender {
-    tx: mpsc::Sender<Hint>,
+    tx: mpsc::Sender<(Hint, Arc<str>)>,
 }
 
 impl HintSender {
     /// Hands a received frame on if it is a hint. Waits while the inbox is
     /// full (that slows the one peer connection, nothing else); a closed
     /// inbox (shutdown) drops it.
-    pub(super) async fn forward(&self, frame: Frame) {
+    pub(super) async fn forward(&self, frame: Frame, from: &Arc<str>) {
         if let Some(hint) = Hint::from_frame(frame) {
-            let _ = self.tx.send(hint).await;
+            let _ = self.tx.send((hint, from.clone())).await;
         }
     }
 }
@@ -76,17 +79,22 @@ mod tests {
     #[tokio::test]
     async fn only_hints_reach_the_inbox() {
         let (tx, mut rx) = inbox();
-        tx.forward(Frame::Heartbeat(Heartbeat {
-            server_id: "a".into(),
-        }))
+        let from: Arc<str> = "a".into();
+        tx.forward(
+            Frame::Heartbeat(Heartbeat {
+                server_id: "a".into(),
+            }),
+            &from,
+        )
         .await;
         let hint = MessageAvailable {
             queue: "q".into(),
             partition: "p".into(),
         };
-        tx.forward(Frame::MessageAvailable(hint.clone())).await;
+        tx.forward(Frame::MessageAvailable(hint.clone()), &from)
+            .await;
         drop(tx);
-        assert_eq!(rx.recv().await, Some(Hint::MessageAvailable(hint)));
+        assert_eq!(rx.recv().await, Some((Hint::MessageAvailable(hint), from)));
         assert_eq!(rx.recv().await, None);
     }
 }

@@ -12,6 +12,8 @@ mod handshake;
 mod hints;
 mod listener;
 mod peer;
+mod refusal;
+mod wire;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -24,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 pub use handshake::{make_hello, FrameSigner};
 pub use hints::{Hint, HintInbox};
 pub use listener::MESH_BIND_FAILED;
+pub use refusal::{Refusal, RefusalCounters};
 
 use crate::config::MeshConfig;
 
@@ -44,6 +47,8 @@ pub struct PeerStats {
 #[derive(Debug)]
 pub struct Peer {
     pub addr: String,
+    /// The server id this replica expects at `addr` (strict mode checks it).
+    pub id: String,
     tx: mpsc::Sender<Frame>,
     pub stats: PeerStats,
 }
@@ -55,6 +60,10 @@ pub struct InboundStats {
     pub accepted: AtomicU64,
     pub rejected: AtomicU64,
     pub frames: AtomicU64,
+    /// Accepted connections not (yet) authenticated.
+    pub unauthenticated: AtomicUsize,
+    /// Connections refused or cut, by reason.
+    pub refused: RefusalCounters,
 }
 
 /// The mesh handle held by the broker (the send side).
@@ -81,11 +90,13 @@ impl Mesh {
         let peers = config
             .peers
             .iter()
-            .map(|addr| {
+            .zip(&config.peer_ids)
+            .map(|(addr, id)| {
                 let (tx, rx) = mpsc::channel(PEER_QUEUE_FRAMES);
                 receivers.push(rx);
                 Arc::new(Peer {
                     addr: addr.clone(),
+                    id: id.clone(),
                     tx,
                     stats: PeerStats::default(),
                 })
@@ -107,11 +118,13 @@ impl Mesh {
             tokio::spawn(peer::run(peer.clone(), rx, mesh.clone(), cancel.clone()));
         }
         tracing::info!(
+            host = %mesh.config.host,
             port = mesh.config.port,
             peers = mesh.peers.len(),
             auth = mesh.config.auth.as_str(),
-            "TCP mesh started (auth: {})",
-            mesh.config.auth.as_str()
+            "TCP mesh started (auth: {}: {})",
+            mesh.config.auth.as_str(),
+            auth_summary(mesh.config.auth)
         );
         (mesh, inbox)
     }
@@ -128,6 +141,11 @@ impl Mesh {
                 peer.stats.dropped.fetch_add(1, Ordering::Relaxed);
             }
         }
+    }
+
+    /// Refusal counts by reason, for the stats and metrics surfaces.
+    pub fn refusals(&self) -> Vec<(&'static str, u64)> {
+        self.inbound.refused.snapshot()
     }
 
     /// Per-peer counters for the stats surface.
@@ -148,5 +166,19 @@ impl Mesh {
                     .clone(),
             })
             .collect()
+    }
+}
+
+/// What the running authentication mode does, in one phrase for the boot line.
+pub fn auth_summary(auth: crate::config::MeshAuth) -> &'static str {
+    use crate::config::MeshAuth;
+    match auth {
+        MeshAuth::Off => "no secret, any well-formed HELLO is accepted; firewall the mesh port",
+        MeshAuth::Hmac => {
+            "seed protocol, HELLO MAC over the nonce only; a captured HELLO replays and frames carry no MAC; firewall the mesh port"
+        }
+        MeshAuth::HmacStrict => {
+            "challenge-response bound to both server ids, per-link HKDF key, MAC on every frame"
+        }
     }
 }

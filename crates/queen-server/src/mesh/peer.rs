@@ -4,13 +4,15 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queen_proto::mesh::{encode_raw, Frame, Heartbeat};
+use queen_proto::mesh::{encode_raw, kind, Challenge, Frame, Heartbeat};
+use queen_proto::mesh_auth::{self, PRE_AUTH_MAX_FRAME};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::handshake::{make_hello, FrameSigner};
+use super::handshake::{fresh_nonce, make_hello, now_ms, FrameSigner};
+use super::wire::read_frame;
 use super::{Mesh, Peer};
 use crate::backoff::Backoff;
 use crate::config::MeshAuth;
@@ -66,39 +68,48 @@ pub(super) async fn run(
         match attempt {
             Ok(mut stream) => {
                 let _ = stream.set_nodelay(true);
-                let hello = make_hello(&mesh.server_id, &cfg.secret, cfg.auth);
-                let mut signer = (cfg.auth == MeshAuth::HmacStrict)
-                    .then(|| FrameSigner::new(&cfg.secret, &hello.nonce));
-                let hello_bytes = frame_bytes(&Frame::Hello(hello), None);
-                if let Err(e) = stream.write_all(&hello_bytes).await {
-                    record_error(&peer, &e.to_string());
-                } else {
-                    // stale wakes queued while the peer was down are worthless now
-                    while rx.try_recv().is_ok() {}
-                    peer.stats.connected.store(true, Ordering::Relaxed);
-                    if ever_connected {
-                        peer.stats.reconnects.fetch_add(1, Ordering::Relaxed);
-                    }
-                    ever_connected = true;
-                    let connected_at = tokio::time::Instant::now();
-                    let err =
-                        pump(&mut stream, &mut rx, &peer, &mesh, signer.as_mut(), &cancel).await;
-                    peer.stats.connected.store(false, Ordering::Relaxed);
-                    if cancel.is_cancelled() {
-                        return;
-                    }
-                    // only a connection that held counts as the peer being back: one
-                    // that a proxy or a dying peer closes at once keeps the backoff
-                    // growing and the "unreachable" warning standing
-                    if connected_at.elapsed() >= STABLE_CONNECTION {
-                        backoff.reset();
-                        if warned_down {
-                            tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
-                            warned_down = false;
+                let handshake = tokio::time::timeout(
+                    cfg.handshake_timeout,
+                    handshake(&mut stream, &peer, &mesh),
+                )
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "handshake not done within {:?} (do both brokers run the same QUEEN_MESH_AUTH?)",
+                        cfg.handshake_timeout
+                    ))
+                });
+                match handshake {
+                    Err(e) => record_error(&peer, &e),
+                    Ok(mut signer) => {
+                        // stale wakes queued while the peer was down are worthless now
+                        while rx.try_recv().is_ok() {}
+                        peer.stats.connected.store(true, Ordering::Relaxed);
+                        if ever_connected {
+                            peer.stats.reconnects.fetch_add(1, Ordering::Relaxed);
                         }
-                    }
-                    if let Some(e) = err {
-                        record_error(&peer, &e);
+                        ever_connected = true;
+                        let connected_at = tokio::time::Instant::now();
+                        let err =
+                            pump(&mut stream, &mut rx, &peer, &mesh, signer.as_mut(), &cancel)
+                                .await;
+                        peer.stats.connected.store(false, Ordering::Relaxed);
+                        if cancel.is_cancelled() {
+                            return;
+                        }
+                        // only a connection that held counts as the peer being back: one
+                        // that a proxy or a dying peer closes at once keeps the backoff
+                        // growing and the "unreachable" warning standing
+                        if connected_at.elapsed() >= STABLE_CONNECTION {
+                            backoff.reset();
+                            if warned_down {
+                                tracing::info!(peer.addr = %peer.addr, "mesh peer reconnected");
+                                warned_down = false;
+                            }
+                        }
+                        if let Some(e) = err {
+                            record_error(&peer, &e);
+                        }
                     }
                 }
             }
@@ -113,6 +124,51 @@ pub(super) async fn run(
             _ = cancel.cancelled() => return,
         }
     }
+}
+
+/// Opens the link: the HELLO, and in strict mode the challenge-response.
+/// Returns the frame signer of strict mode.
+async fn handshake(
+    stream: &mut TcpStream,
+    peer: &Peer,
+    mesh: &Mesh,
+) -> Result<Option<FrameSigner>, String> {
+    let cfg = &mesh.config;
+    if cfg.auth != MeshAuth::HmacStrict {
+        let hello = make_hello(&mesh.server_id, &cfg.secret);
+        let bytes = frame_bytes(&Frame::Hello(hello), None);
+        stream.write_all(&bytes).await.map_err(|e| e.to_string())?;
+        return Ok(None);
+    }
+    let secret = cfg.secret.as_bytes();
+    let hello = mesh_auth::hello(secret, &mesh.server_id, &peer.id, &fresh_nonce(), now_ms());
+    let bytes = frame_bytes(&Frame::Hello(hello.clone()), None);
+    stream.write_all(&bytes).await.map_err(|e| e.to_string())?;
+    let mut buf = Vec::new();
+    let (k, payload) = read_frame(stream, &mut buf, PRE_AUTH_MAX_FRAME, None)
+        .await
+        .map_err(|c| c.detail)?
+        .ok_or_else(|| {
+            format!(
+                "the listener closed the handshake (is it {} in strict mode, and are we in its peer list?)",
+                peer.id
+            )
+        })?;
+    if k != kind::CHALLENGE {
+        return Err(format!("frame type {k} instead of CHALLENGE"));
+    }
+    let ch: Challenge =
+        serde_json::from_slice(&payload).map_err(|e| format!("malformed CHALLENGE: {e}"))?;
+    let (auth, signer) =
+        mesh_auth::answer_challenge(secret, &hello, &peer.id, &ch).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    encode_raw(
+        kind::AUTH,
+        &serde_json::to_vec(&auth).unwrap_or_default(),
+        &mut out,
+    );
+    stream.write_all(&out).await.map_err(|e| e.to_string())?;
+    Ok(Some(signer))
 }
 
 fn record_error(peer: &Peer, e: &str) {

@@ -3,16 +3,16 @@
 
 use std::time::{Duration, Instant};
 
-use queen_proto::mesh::{encode, encode_raw, Frame, MaintenanceKind, MaintenanceModeSet};
-use queen_server::config::MeshAuth;
-use queen_server::mesh::{make_hello, FrameSigner};
+use queen_proto::mesh::{encode, Frame, MaintenanceKind, MaintenanceModeSet};
+use queen_server::mesh::make_hello;
 use queen_testkit::{TestBroker, TestCluster, TestDb};
 use reqwest::StatusCode;
 use serde_json::json;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
 use crate::common::*;
+use crate::mesh_security::{closed_within, signed, strict_client};
 
 async fn cluster(n: usize, extra: &[(&str, &str)]) -> (TestDb, TestCluster) {
     let db = TestDb::new().await.expect("create test database");
@@ -28,16 +28,6 @@ async fn meshed(n: usize, extra: &[(&str, &str)]) -> (TestDb, TestCluster) {
         .await
         .expect("mesh up");
     (db, c)
-}
-
-/// True when the peer closes the connection (EOF or reset) within `limit`.
-async fn closed_within(stream: &mut TcpStream, limit: Duration) -> bool {
-    let mut buf = [0u8; 64];
-    match tokio::time::timeout(limit, stream.read(&mut buf)).await {
-        Ok(Ok(0)) | Ok(Err(_)) => true,
-        Ok(Ok(_)) => panic!("the mesh listener never writes back"),
-        Err(_) => false,
-    }
 }
 
 async fn mesh_stream(port: u16) -> TcpStream {
@@ -225,7 +215,7 @@ async fn garbage_oversized_and_unauthenticated_frames_close_the_connection() {
     );
 
     let mut s = mesh_stream(port).await;
-    let hello = make_hello("intruder", "wrong-secret", MeshAuth::Hmac);
+    let hello = make_hello("intruder", "wrong-secret");
     s.write_all(&frame_bytes(&Frame::Hello(hello)))
         .await
         .unwrap();
@@ -236,7 +226,7 @@ async fn garbage_oversized_and_unauthenticated_frames_close_the_connection() {
     );
 
     let mut s = mesh_stream(port).await;
-    let hello = make_hello("x", "s3cret", MeshAuth::Hmac);
+    let hello = make_hello("x", "s3cret");
     let mut bytes = frame_bytes(&Frame::Hello(hello));
     bytes.truncate(bytes.len() - 3);
     s.write_all(&bytes).await.unwrap();
@@ -391,7 +381,8 @@ async fn maintenance_reaches_other_replicas_by_reconcile_when_the_hint_is_lost()
     }
 }
 
-/// Replays a captured HELLO, then sends an unsigned MAINTENANCE_MODE_SET.
+/// Replays a captured handshake to the listener it was captured on, then
+/// sends an unsigned MAINTENANCE_MODE_SET on the genuine connection.
 /// Returns (replay accepted, forged frame applied).
 async fn replay_and_forge(auth: &str) -> (bool, bool) {
     let mut extra = vec![("QUEEN_SYNC_SECRET", "s3cret")];
@@ -400,18 +391,19 @@ async fn replay_and_forge(auth: &str) -> (bool, bool) {
     }
     let (_db, c) = meshed(2, &extra).await;
     let port = c.mesh_ports[0];
-    let mode = if auth == "strict" {
-        MeshAuth::HmacStrict
+    // a handshake an attacker captured from the wire (node-1 dialling node-0)
+    let (mut first, captured) = if auth == "strict" {
+        let (s, _, sent) = strict_client(port, "node-1", "node-0", "s3cret").await;
+        (s, sent)
     } else {
-        MeshAuth::Hmac
+        let captured = frame_bytes(&Frame::Hello(make_hello("node-1", "s3cret")));
+        let mut s = mesh_stream(port).await;
+        s.write_all(&captured).await.unwrap();
+        (s, captured)
     };
-    // a handshake an attacker captured from the wire
-    let captured = frame_bytes(&Frame::Hello(make_hello("node-1", "s3cret", mode)));
-    let mut first = mesh_stream(port).await;
-    first.write_all(&captured).await.unwrap();
     assert!(
         !closed_within(&mut first, Duration::from_millis(300)).await,
-        "the genuine HELLO is accepted"
+        "the genuine handshake is accepted"
     );
 
     let mut replay = mesh_stream(port).await;
@@ -444,7 +436,7 @@ async fn base_mode_accepts_replays_and_forged_frames_as_documented() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn strict_mode_refuses_replays_and_forged_frames() {
     let (replay, forged) = replay_and_forge("strict").await;
-    assert!(!replay, "strict mode: a replayed HELLO is refused");
+    assert!(!replay, "strict mode: a replayed handshake is refused");
     assert!(!forged, "strict mode: an unsigned frame is refused");
 }
 
@@ -458,23 +450,12 @@ async fn strict_mode_applies_correctly_signed_frames() {
         ],
     )
     .await;
-    let hello = make_hello("node-x", "s3cret", MeshAuth::HmacStrict);
-    let mut signer = FrameSigner::new("s3cret", &hello.nonce);
-    let mut s = mesh_stream(c.mesh_ports[0]).await;
-    s.write_all(&frame_bytes(&Frame::Hello(hello)))
-        .await
-        .unwrap();
+    let (mut s, mut signer, _) = strict_client(c.mesh_ports[0], "node-1", "node-0", "s3cret").await;
     let hint = Frame::MaintenanceModeSet(MaintenanceModeSet {
         mode: MaintenanceKind::Pop,
         enabled: true,
     });
-    let mut bytes = Vec::new();
-    encode_raw(
-        hint.kind(),
-        &signer.sign(hint.kind(), &hint.payload()),
-        &mut bytes,
-    );
-    s.write_all(&bytes).await.unwrap();
+    s.write_all(&signed(&hint, &mut signer)).await.unwrap();
     assert!(
         eventually(Duration::from_secs(2), || pop_maintenance_on_cached(
             c.node(0)

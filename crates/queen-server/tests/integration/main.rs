@@ -22,6 +22,7 @@ mod hostile;
 mod lease;
 mod long_poll;
 mod migration;
+mod mesh_security;
 mod outage;
 mod planner_stats;
 mod pop;

@@ -28,6 +28,7 @@ pub async fn shared_state(State(app): State<AppState>) -> Json<SharedState> {
         enabled: true,
         server_id,
         auth: cfg.auth.as_str(),
+        mesh_host: cfg.host.to_string(),
         mesh_port: cfg.port,
         listening: mesh.listening,
         heartbeat_ms: cfg.heartbeat.as_millis() as u64,
@@ -39,5 +40,6 @@ pub async fn shared_state(State(app): State<AppState>) -> Json<SharedState> {
             rejected: mesh.inbound_rejected,
             frames: mesh.inbound_frames,
         },
+        guard: mesh.guard,
     })
 }

@@ -41,6 +41,7 @@ pub async fn json(State(app): State<AppState>) -> Json<Metrics> {
             array_buffers: 0,
         },
         cpu: CpuMetrics { user: 0, system: 0 },
+        mesh: app.broker.mesh_guard(),
     })
 }
 

@@ -38,12 +38,13 @@ fn push_state(app: &AppState, message: Option<&'static str>) -> PushMaintenance 
             directory: spool.directory.display().to_string(),
         },
         message,
+        effective: app.broker.maintenance_modes(),
     }
 }
 
 pub async fn get_maintenance(State(app): State<AppState>) -> Json<PushMaintenance> {
     // while PostgreSQL is away the cached flags answer: the spool numbers matter most then
-    if let Err(e) = app.broker.reconcile().await {
+    if let Err(e) = app.broker.refresh_stored_maintenance().await {
         tracing::debug!(error = %e, "maintenance flags not re-read");
     }
     Json(push_state(&app, None))
@@ -70,9 +71,10 @@ pub async fn set_maintenance(
 pub async fn get_pop_maintenance(
     State(app): State<AppState>,
 ) -> Result<Json<PopMaintenance>, ApiError> {
-    app.broker.reconcile().await?;
+    app.broker.refresh_stored_maintenance().await?;
     let on = app.broker.maintenance(MaintenanceKind::Pop);
     Ok(Json(PopMaintenance {
+        effective: app.broker.maintenance_modes(),
         pop_maintenance_mode: on,
         message: if on {
             "Pop maintenance mode is on"
@@ -91,6 +93,7 @@ pub async fn set_pop_maintenance(
         .set_maintenance(MaintenanceKind::Pop, enabled)
         .await?;
     Ok(Json(PopMaintenance {
+        effective: app.broker.maintenance_modes(),
         pop_maintenance_mode: enabled,
         message: if enabled {
             "Pop maintenance mode enabled: pops answer empty"
