@@ -9,6 +9,7 @@
 
 mod ack;
 mod admin;
+mod ephemeral;
 pub mod config_cache;
 pub mod crypto;
 mod hints;
@@ -18,6 +19,8 @@ pub mod metrics;
 mod pop;
 mod push;
 mod queues;
+mod reads;
+pub mod reads_metrics;
 pub mod recent;
 mod status;
 mod transaction;
@@ -27,6 +30,8 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use ack::AckRequest;
+pub use ephemeral::{EphemeralPop, EphemeralRefusal};
+pub use reads::{FETCH_CALL_MAX_BYTES, FETCH_MAX_RECORDS};
 pub use admin::MessageView;
 pub use hints::spawn_hint_applier;
 pub use pop::{PopOutcome, PopRequest, PopTarget};
@@ -87,6 +92,8 @@ pub struct Broker {
     mesh: Option<Arc<Mesh>>,
     /// Cancelled at shutdown: parked pops answer empty at once.
     shutdown: CancellationToken,
+    /// Counters of reads and ephemeral queues (issue 21).
+    reads_metrics: reads_metrics::ReadsMetrics,
 }
 
 impl Broker {
@@ -104,7 +111,9 @@ impl Broker {
                 tracing::warn!(error = %e, "database metrics not registered");
             }
         }
+        let reads_metrics = reads_metrics::ReadsMetrics::new(&metrics.registry);
         Arc::new(Self {
+            reads_metrics,
             cipher: config
                 .encryption_key
                 .as_ref()

@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod coded;
 #[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod error;
@@ -35,6 +36,7 @@ use routes::{
     ack, cluster, consumer_groups as groups, dlq, health, lease, messages, metrics, pop, push,
     queues, resources, status, system, traces, transaction,
 };
+use routes::{ephemeral, reads};
 
 /// Methods every answer allows (the reference's list).
 const ALLOWED_METHODS: &str = "GET, POST, PUT, DELETE, OPTIONS";
@@ -145,6 +147,22 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         )
         .route("/api/v1/system/shared-state", get(cluster::shared_state))
         .route("/api/v1/stats/refresh", post(system::stats_refresh))
+        // issue 21: reads that move nothing, and ephemeral queues
+        .route("/api/v1/fetch", post(reads::fetch))
+        .route("/api/v1/partitions/changed", post(reads::partitions_changed))
+        .route("/api/v1/resources/queues/{queue}/depth", get(reads::depth))
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}/retry",
+            post(reads::retry),
+        )
+        .route("/api/v1/ephemeral/configure", post(ephemeral::configure))
+        .route("/api/v1/ephemeral/reset", post(ephemeral::reset))
+        .route("/api/v1/ephemeral/queue/{queue}", delete(ephemeral::delete))
+        .route("/api/v1/ephemeral/push", post(ephemeral::push))
+        .route("/api/v1/ephemeral/pop", get(ephemeral::pop))
+        .route("/api/v1/ephemeral/ack", post(ephemeral::ack))
+        .route("/api/v1/ephemeral/queues", get(ephemeral::queues))
+        .route("/api/v1/ephemeral/queues/{queue}/depth", get(ephemeral::depth))
         .route("/metrics", get(metrics::json))
         .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)

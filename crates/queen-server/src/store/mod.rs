@@ -16,6 +16,7 @@
 mod ack;
 pub mod admin;
 mod batcher;
+mod ephemeral;
 mod error;
 pub mod jobs;
 mod maintenance;
@@ -25,6 +26,7 @@ mod pool;
 mod pop;
 mod push;
 mod queues;
+mod reads;
 mod tls;
 mod transaction;
 
@@ -37,6 +39,8 @@ pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
+pub use ephemeral::*;
+pub use reads::*;
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 
 use tokio_postgres::types::FromSql;

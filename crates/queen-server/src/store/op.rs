@@ -116,6 +116,14 @@ db_ops! {
     Retention => "retention", "store.retention";
     /// One eviction pass.
     Eviction => "eviction", "store.eviction";
+    /// Reads by offset, partition discovery, queue depth (issue 21).
+    Reads => "reads", "store.reads";
+    /// Moving a dead letter back to its partition.
+    RetryDeadLetter => "retry_dead_letter", "store.retry_dead_letter";
+    /// Ephemeral queues: push, pop, ack.
+    Ephemeral => "ephemeral", "store.ephemeral";
+    /// Ephemeral queues: configure, reset, delete and the status reads.
+    EphemeralAdmin => "ephemeral_admin", "store.ephemeral_admin";
 }
 
 impl DbOp {

@@ -21,6 +21,7 @@ mod outage;
 mod planner_stats;
 mod pop;
 mod push;
+mod reads;
 mod schema;
 mod spool;
 mod startup;

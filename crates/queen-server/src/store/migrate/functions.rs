@@ -63,6 +63,15 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "cleanup_partitions",
     "evict_expired",
     "refresh_planner_stats",
+    "fetch_records",
+    "ephemeral_settings",
+    "ephemeral_expire",
+    "ephemeral_reclaim",
+    "ephemeral_push",
+    "ephemeral_pop",
+    "ephemeral_ack",
+    "ephemeral_reset",
+    "ephemeral_delete",
 ];
 
 /// Applies every file whose checksum differs from the one recorded (all of
