@@ -63,8 +63,13 @@ BEGIN
             WHERE s.partition_id = v_pid AND s.last_offset >= v_from
             ORDER BY s.last_offset
         LOOP
-            FOR v_off IN greatest(v_from, v_seg.first_offset) .. v_seg.last_offset LOOP
-                CONTINUE WHEN v_seg.deleted_offsets IS NOT NULL AND v_off = ANY (v_seg.deleted_offsets);
+            -- a WHILE loop: an integer FOR loop would narrow offsets to integer
+            v_off := greatest(v_from, v_seg.first_offset);
+            WHILE v_off <= v_seg.last_offset LOOP
+                IF v_seg.deleted_offsets IS NOT NULL AND v_off = ANY (v_seg.deleted_offsets) THEN
+                    v_off := v_off + 1;
+                    CONTINUE;
+                END IF;
                 payload := v_seg.payloads[v_off - v_seg.first_offset + 1];
                 v_len := octet_length(payload);
                 EXIT segs WHEN v_count > 0 AND v_len > v_budget;
@@ -75,6 +80,7 @@ BEGIN
                 v_count := v_count + 1;
                 v_budget := v_budget - v_len;
                 v_call_left := v_call_left - v_len;
+                v_off := v_off + 1;
                 EXIT segs WHEN v_count >= p_max_records OR v_budget <= 0;
             END LOOP;
         END LOOP;

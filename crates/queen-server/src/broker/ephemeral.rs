@@ -13,15 +13,12 @@ use super::{Broker, BrokerError};
 use crate::backoff::Backoff;
 use crate::store::{EphemeralAck, EphemeralMessage, EphemeralSettings, EphemeralStatus};
 
-/// Group name of pops without one (the queue-mode cursor).
-pub const QUEUE_MODE_GROUP: &str = "__QUEUE_MODE__";
-
 /// A validated ephemeral pop.
 #[derive(Debug, Clone)]
 pub struct EphemeralPop {
     pub queue: String,
     pub partition: Option<String>,
-    /// [`QUEUE_MODE_GROUP`] when the request named none.
+    /// `__QUEUE_MODE__` when the request named none.
     pub group: String,
     pub batch: i32,
     pub auto_ack: bool,
@@ -113,9 +110,7 @@ impl Broker {
                 )
                 .await?;
             if !messages.is_empty() || !req.wait || Instant::now() >= deadline {
-                self.reads_metrics
-                    .eph_popped
-                    .inc_by(messages.len() as u64);
+                self.reads_metrics.eph_popped.inc_by(messages.len() as u64);
                 return Ok(messages);
             }
             let pause = backoff

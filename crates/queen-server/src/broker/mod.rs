@@ -9,9 +9,9 @@
 
 mod ack;
 mod admin;
-mod ephemeral;
 pub mod config_cache;
 pub mod crypto;
+mod ephemeral;
 mod hints;
 pub mod long_poll;
 mod maintenance;
@@ -30,12 +30,12 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 pub use ack::AckRequest;
-pub use ephemeral::{EphemeralPop, EphemeralRefusal};
-pub use reads::{FETCH_CALL_MAX_BYTES, FETCH_MAX_RECORDS};
 pub use admin::MessageView;
+pub use ephemeral::{EphemeralPop, EphemeralRefusal};
 pub use hints::spawn_hint_applier;
 pub use pop::{PopOutcome, PopRequest, PopTarget};
 pub use push::{PushItem, PushOutcome};
+pub use reads::{FETCH_CALL_MAX_BYTES, FETCH_MAX_RECORDS};
 pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };

@@ -43,7 +43,11 @@ fn counter_vec(registry: &Registry, name: &str, help: &str, label: &str) -> IntC
 impl ReadsMetrics {
     pub fn new(registry: &Registry) -> Self {
         Self {
-            fetch_calls: counter(registry, "queen_fetch_calls_total", "POST /api/v1/fetch calls answered"),
+            fetch_calls: counter(
+                registry,
+                "queen_fetch_calls_total",
+                "POST /api/v1/fetch calls answered",
+            ),
             fetch_records: counter(
                 registry,
                 "queen_fetch_records_total",
@@ -54,7 +58,11 @@ impl ReadsMetrics {
                 "queen_partitions_changed_pages_total",
                 "partition discovery pages answered",
             ),
-            depth_reads: counter(registry, "queen_queue_depth_reads_total", "queue depth answers"),
+            depth_reads: counter(
+                registry,
+                "queen_queue_depth_reads_total",
+                "queue depth answers",
+            ),
             dlq_retries: counter_vec(
                 registry,
                 "queen_dlq_retries_total",

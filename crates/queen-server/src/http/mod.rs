@@ -149,7 +149,10 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         .route("/api/v1/stats/refresh", post(system::stats_refresh))
         // issue 21: reads that move nothing, and ephemeral queues
         .route("/api/v1/fetch", post(reads::fetch))
-        .route("/api/v1/partitions/changed", post(reads::partitions_changed))
+        .route(
+            "/api/v1/partitions/changed",
+            post(reads::partitions_changed),
+        )
         .route("/api/v1/resources/queues/{queue}/depth", get(reads::depth))
         .route(
             "/api/v1/messages/{partition_id}/{transaction_id}/retry",
@@ -162,7 +165,10 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         .route("/api/v1/ephemeral/pop", get(ephemeral::pop))
         .route("/api/v1/ephemeral/ack", post(ephemeral::ack))
         .route("/api/v1/ephemeral/queues", get(ephemeral::queues))
-        .route("/api/v1/ephemeral/queues/{queue}/depth", get(ephemeral::depth))
+        .route(
+            "/api/v1/ephemeral/queues/{queue}/depth",
+            get(ephemeral::depth),
+        )
         .route("/metrics", get(metrics::json))
         .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)

@@ -98,7 +98,8 @@ fn settings_from(r: &tokio_postgres::Row) -> Result<EphemeralSettings, StoreErro
     })
 }
 
-const SETTINGS_COLUMNS: &str = "s.max_bytes, s.max_length, s.policy, s.ttl_seconds, s.lease_seconds,
+const SETTINGS_COLUMNS: &str =
+    "s.max_bytes, s.max_length, s.policy, s.ttl_seconds, s.lease_seconds,
      s.retry_limit, s.window_ms, s.window_count, s.declared";
 
 impl Store {
@@ -112,9 +113,9 @@ impl Store {
         with_op!(self.db, DbOp::EphemeralAdmin, |client| {
             client
                 .execute(
-                    "INSERT INTO queen.ephemeral_declarations (queue, options) VALUES ($1, $2)
+                    "INSERT INTO queen.ephemeral_declarations (queue, options) VALUES ($1, $2::text::jsonb)
                      ON CONFLICT (queue) DO UPDATE SET options = EXCLUDED.options, updated_at = now()",
-                    &[&queue, options],
+                    &[&queue, &options.to_string()],
                 )
                 .await?;
             let row = client
@@ -239,7 +240,10 @@ impl Store {
 
     /// The status of one queue; `None` when it is neither declared nor holds
     /// contents.
-    pub async fn ephemeral_status(&self, queue: &str) -> Result<Option<EphemeralStatus>, StoreError> {
+    pub async fn ephemeral_status(
+        &self,
+        queue: &str,
+    ) -> Result<Option<EphemeralStatus>, StoreError> {
         with_op!(self.db, DbOp::EphemeralAdmin, |client| {
             let row = client
                 .query_one(

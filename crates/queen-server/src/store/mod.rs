@@ -32,6 +32,7 @@ mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus};
 pub use admin::*;
+pub use ephemeral::*;
 pub use error::{DbError, StoreError};
 pub use migrate::{migrations_fingerprint, run_migrations};
 pub use op::DbOp;
@@ -39,7 +40,6 @@ pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
-pub use ephemeral::*;
 pub use reads::*;
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 

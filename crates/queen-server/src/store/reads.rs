@@ -139,8 +139,7 @@ impl Store {
             let mut out = vec![FetchedEntry::default(); entries.len()];
             for r in &rows {
                 let idx: i32 = col(r, "idx")?;
-                let Some(entry) = usize::try_from(idx - 1).ok().and_then(|i| out.get_mut(i))
-                else {
+                let Some(entry) = usize::try_from(idx - 1).ok().and_then(|i| out.get_mut(i)) else {
                     continue;
                 };
                 let kind: &str = col(r, "kind")?;
@@ -183,7 +182,8 @@ impl Store {
             let oldest: Option<DateTime<Utc>> = col(&row, "oldest")?;
             let hidden: bool = col(&row, "hidden")?;
             if hidden {
-                let guard = chrono::Duration::milliseconds((DEGRADED_GUARD_SECONDS * 1000.0) as i64);
+                let guard =
+                    chrono::Duration::milliseconds((DEGRADED_GUARD_SECONDS * 1000.0) as i64);
                 return Ok(SafeTime {
                     at: now - guard,
                     degraded: true,
@@ -369,30 +369,30 @@ impl Store {
                 payload: col(&row, "payload")?,
                 producer_sub: col(&row, "producer_sub")?,
             };
-            let outcome = append_with(&tx, std::slice::from_ref(&message), false)
+            let queued = append_with(&tx, std::slice::from_ref(&message), false)
                 .await?
-                .pop()
-                .ok_or_else(|| StoreError::Other(super::DbError::message("push answered nothing")))?;
-            let offset: i64 = col(
-                &tx.query_one(
-                    "SELECT msg_offset FROM queen.message_keys
+                .first()
+                .is_some_and(|o| o.status == AppendStatus::Queued);
+            // the message the key names: the new one, or the one already there
+            let key = tx
+                .query_one(
+                    "SELECT msg_offset, message_id FROM queen.message_keys
                      WHERE partition_id = $1 AND transaction_id = $2",
-                    &[&outcome.partition_id, &new_txn],
+                    &[&partition_id, &new_txn],
                 )
-                .await?,
-                "msg_offset",
-            )?;
+                .await?;
+            let offset: i64 = col(&key, "msg_offset")?;
             let letter = RetriedLetter {
                 dlq_id,
                 queue: col(&row, "queue")?,
                 partition,
                 consumer_group: col(&row, "consumer_group")?,
                 original_transaction_id: col(&row, "transaction_id")?,
-                message_id: outcome.message_id,
+                message_id: col(&key, "message_id")?,
                 transaction_id: new_txn,
                 offset: offset - 1,
             };
-            if outcome.status == AppendStatus::Duplicate {
+            if !queued {
                 // nothing was written; the row stays
                 tx.rollback().await?;
                 return Ok(RetryOutcome::Duplicate(letter));

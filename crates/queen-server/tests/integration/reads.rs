@@ -32,7 +32,9 @@ async fn fetch_refuses_bad_entries_and_reads_by_offset_without_moving_cursors() 
         let (status, body) = fetch(&b, bad.clone()).await;
         assert_error(status, &body, StatusCode::BAD_REQUEST);
     }
-    let many: Vec<Value> = (0..1025).map(|_| json!({ "queue": q, "partition": "p" })).collect();
+    let many: Vec<Value> = (0..1025)
+        .map(|_| json!({ "queue": q, "partition": "p" }))
+        .collect();
     let (status, body) = fetch(&b, json!({ "entries": many })).await;
     assert!(assert_error(status, &body, StatusCode::BAD_REQUEST).contains("too many entries"));
 
@@ -56,15 +58,29 @@ async fn fetch_refuses_bad_entries_and_reads_by_offset_without_moving_cursors() 
     assert_eq!(e[0]["records"][0]["offset"], 0);
     assert_eq!(e[0]["records"][0]["payload"], json!({ "n": 0 }));
     assert_eq!(e[0]["records"][0]["transactionId"], "m-0");
-    assert_eq!((e[0]["highWatermark"].clone(), e[0]["logStartOffset"].clone()), (json!(3), json!(0)));
-    assert!(e[1]["records"].as_array().unwrap().is_empty() && e[1].get("error").is_none(), "{body}");
+    assert_eq!(
+        (
+            e[0]["highWatermark"].clone(),
+            e[0]["logStartOffset"].clone()
+        ),
+        (json!(3), json!(0))
+    );
+    assert!(
+        e[1]["records"].as_array().unwrap().is_empty() && e[1].get("error").is_none(),
+        "{body}"
+    );
     assert_eq!(e[2]["error"], "OFFSET_OUT_OF_RANGE");
     assert_eq!(e[3]["error"], "UNKNOWN_TOPIC_OR_PARTITION");
-    assert_eq!((e[4]["partition"].clone(), e[4]["highWatermark"].clone()), (json!("7"), json!(0)));
+    assert_eq!(
+        (e[4]["partition"].clone(), e[4]["highWatermark"].clone()),
+        (json!("7"), json!(0))
+    );
     assert_eq!(e[5]["partition"], "Default");
 
     // nothing moved: the first pop of the queue still starts at message 0
-    let (status, popped) = b.get(&format!("/api/v1/pop/queue/{q}/partition/p?batch=1")).await;
+    let (status, popped) = b
+        .get(&format!("/api/v1/pop/queue/{q}/partition/p?batch=1"))
+        .await;
     assert_eq!(status, StatusCode::OK, "{popped}");
     assert_eq!(popped["messages"][0]["transactionId"], "m-0");
 }
@@ -78,7 +94,10 @@ async fn partition_discovery_pages_refuses_bad_input_and_its_safe_time_holds() {
     }
     let call = |entry: Value| {
         let b = &b;
-        async move { b.post("/api/v1/partitions/changed", &json!({ "entries": [entry] })).await }
+        async move {
+            b.post("/api/v1/partitions/changed", &json!({ "entries": [entry] }))
+                .await
+        }
     };
     for bad in [
         json!({ "limit": 2 }),
@@ -105,7 +124,13 @@ async fn partition_discovery_pages_refuses_bad_input_and_its_safe_time_holds() {
         let (status, body) = call(entry).await;
         assert_eq!(status, StatusCode::OK, "{body}");
         let e = &body["entries"][0];
-        names.extend(e["partitions"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()));
+        names.extend(
+            e["partitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["name"].as_str().unwrap().to_owned()),
+        );
         match e["next"].as_str() {
             Some(n) => after = Some(n.to_owned()),
             None => break,
@@ -128,14 +153,25 @@ async fn partition_discovery_pages_refuses_bad_input_and_its_safe_time_holds() {
     let (_, body) = call(json!({ "queue": q, "since": safe })).await;
     let parts = body["entries"][0]["partitions"].as_array().unwrap();
     assert_eq!(parts.len(), 1, "{body}");
-    assert_eq!((parts[0]["name"].clone(), parts[0]["lastOffset"].clone()), (json!("c"), json!(1)));
+    assert_eq!(
+        (parts[0]["name"].clone(), parts[0]["lastOffset"].clone()),
+        (json!("c"), json!(1))
+    );
 }
 
 #[tokio::test]
 async fn depth_and_retry_refuse_bad_input() {
     let (_db, b) = setup().await;
-    let (status, body) = b.get(&format!("/api/v1/resources/queues/{}/depth", unique("none"))).await;
-    assert_eq!(assert_error(status, &body, StatusCode::NOT_FOUND), "Queue not found");
+    let (status, body) = b
+        .get(&format!(
+            "/api/v1/resources/queues/{}/depth",
+            unique("none")
+        ))
+        .await;
+    assert_eq!(
+        assert_error(status, &body, StatusCode::NOT_FOUND),
+        "Queue not found"
+    );
 
     let q = unique("retry");
     configure(&b, &q, json!({ "retryLimit": 0 })).await;
@@ -152,20 +188,32 @@ async fn depth_and_retry_refuse_bad_input() {
     assert_eq!(status, StatusCode::OK, "{acked}");
     let pid = m["partitionId"].as_str().unwrap();
 
-    let (status, body) = b.post("/api/v1/messages/not-a-uuid/t-0/retry", &json!({})).await;
-    assert_error(status, &body, StatusCode::BAD_REQUEST);
     let (status, body) = b
-        .post(&format!("/api/v1/messages/{pid}/t-0/retry"), &json!({ "queue": "elsewhere" }))
+        .post("/api/v1/messages/not-a-uuid/t-0/retry", &json!({}))
         .await;
     assert_error(status, &body, StatusCode::BAD_REQUEST);
-    let (status, body) = b.post(&format!("/api/v1/messages/{pid}/nope/retry"), &json!({})).await;
+    let (status, body) = b
+        .post(
+            &format!("/api/v1/messages/{pid}/t-0/retry"),
+            &json!({ "queue": "elsewhere" }),
+        )
+        .await;
+    assert_error(status, &body, StatusCode::BAD_REQUEST);
+    let (status, body) = b
+        .post(&format!("/api/v1/messages/{pid}/nope/retry"), &json!({}))
+        .await;
     assert_error(status, &body, StatusCode::NOT_FOUND);
-    assert_eq!((body["success"].clone(), body["result"].clone()), (json!(false), json!("gone")));
+    assert_eq!(
+        (body["success"].clone(), body["result"].clone()),
+        (json!(false), json!("gone"))
+    );
     // none of that touched the dead letter
     let (_, dlq) = b.get(&format!("/api/v1/dlq?queue={q}")).await;
     assert_eq!(dlq["total"], 1, "{dlq}");
 
-    let (status, body) = b.post(&format!("/api/v1/messages/{pid}/t-0/retry"), &json!({})).await;
+    let (status, body) = b
+        .post(&format!("/api/v1/messages/{pid}/t-0/retry"), &json!({}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["result"], "moved");
     assert_eq!(body["replayedAs"]["offset"], 1, "{body}");
@@ -174,7 +222,9 @@ async fn depth_and_retry_refuse_bad_input() {
 }
 
 fn code(body: &Value) -> &str {
-    body["code"].as_str().unwrap_or_else(|| panic!("no code in {body}"))
+    body["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no code in {body}"))
 }
 
 #[tokio::test]
@@ -217,15 +267,22 @@ async fn ephemeral_bad_input_is_refused_with_a_code_and_writes_nothing() {
     let (_, all) = b.get("/api/v1/ephemeral/queues").await;
     assert_eq!(all["count"], 0, "{all}");
 
-    for bad in ["/api/v1/ephemeral/pop", "/api/v1/ephemeral/pop?queue=", "/api/v1/ephemeral/pop?queue=a&batch=x",
-                "/api/v1/ephemeral/pop?queue=a&timeout=-1"] {
+    for bad in [
+        "/api/v1/ephemeral/pop",
+        "/api/v1/ephemeral/pop?queue=",
+        "/api/v1/ephemeral/pop?queue=a&batch=x",
+        "/api/v1/ephemeral/pop?queue=a&timeout=-1",
+    ] {
         let (status, body) = b.get(bad).await;
         assert_error(status, &body, StatusCode::BAD_REQUEST);
     }
 
     // an ack call with one bad id applies none of its acks
     let (status, _) = b
-        .post("/api/v1/ephemeral/push", &json!({ "queue": q, "messages": [ { "payload": { "k": 1 } } ] }))
+        .post(
+            "/api/v1/ephemeral/push",
+            &json!({ "queue": q, "messages": [ { "payload": { "k": 1 } } ] }),
+        )
         .await;
     assert_eq!(status, StatusCode::CREATED);
     let (_, popped) = b.get(&format!("/api/v1/ephemeral/pop?queue={q}")).await;
@@ -241,18 +298,31 @@ async fn ephemeral_bad_input_is_refused_with_a_code_and_writes_nothing() {
     // a message id of another incarnation is stale, not an error
     let stale = format!("e:{:x}:Default:1", 12345);
     let (status, body) = b
-        .post("/api/v1/ephemeral/ack", &json!({ "queue": q, "acks": [ { "id": id }, { "id": stale } ] }))
+        .post(
+            "/api/v1/ephemeral/ack",
+            &json!({ "queue": q, "acks": [ { "id": id }, { "id": stale } ] }),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body["results"][0]["outcome"], "acked", "the bad calls applied an ack: {body}");
+    assert_eq!(
+        body["results"][0]["outcome"], "acked",
+        "the bad calls applied an ack: {body}"
+    );
     assert_eq!(body["results"][1]["outcome"], "stale");
 
     // a group pop answers an empty array, never 204; unknown paths stay 404 without the queue code
-    let (status, body) = b.get(&format!("/api/v1/ephemeral/pop?queue={q}&group=g")).await;
-    assert_eq!((status, body["messages"].clone()), (StatusCode::OK, json!([])));
+    let (status, body) = b
+        .get(&format!("/api/v1/ephemeral/pop?queue={q}&group=g"))
+        .await;
+    assert_eq!(
+        (status, body["messages"].clone()),
+        (StatusCode::OK, json!([]))
+    );
     let (status, body) = b.get("/api/v1/ephemeral/nothing-here").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-    assert!(body.get("code").is_none_or(|c| c != "ephemeral_queue_not_found"));
+    assert!(body
+        .get("code")
+        .is_none_or(|c| c != "ephemeral_queue_not_found"));
 }
 
 #[tokio::test]
@@ -271,7 +341,11 @@ async fn ephemeral_contents_are_unlogged_and_declarations_logged() {
         .unwrap();
     let got: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
     for (table, persistence) in &got {
-        let want = if table == "ephemeral_declarations" { "p" } else { "u" };
+        let want = if table == "ephemeral_declarations" {
+            "p"
+        } else {
+            "u"
+        };
         assert_eq!(persistence, want, "{table}");
     }
     assert_eq!(got.len(), 7, "{got:?}");

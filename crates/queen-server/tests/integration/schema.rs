@@ -210,7 +210,10 @@ fn versioned_migrations() -> usize {
 async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identical() {
     let fresh = TestDb::empty().await.unwrap();
     let mut fresh_client = fresh.client().await.unwrap();
-    assert_eq!(run_migrations(&mut fresh_client).await.unwrap(), versioned_migrations());
+    assert_eq!(
+        run_migrations(&mut fresh_client).await.unwrap(),
+        versioned_migrations()
+    );
 
     let old = TestDb::empty().await.unwrap();
     let mut old_client = old.client().await.unwrap();

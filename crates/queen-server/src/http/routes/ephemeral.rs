@@ -136,7 +136,10 @@ fn stored_options(options: &Map<String, Value>) -> Result<Value, Coded> {
                 }
             }
             "ttlSeconds" => {
-                out.insert(key.clone(), json!(int_option(key, v)?.min(i64::from(i32::MAX))));
+                out.insert(
+                    key.clone(),
+                    json!(int_option(key, v)?.min(i64::from(i32::MAX))),
+                );
             }
             "retryLimit" => {
                 out.insert(key.clone(), json!(int_option(key, v)?.min(RETRY_CEILING)));
@@ -158,12 +161,17 @@ fn stored_options(options: &Map<String, Value>) -> Result<Value, Coded> {
                     }
                     match k.as_str() {
                         "ms" => {
-                            window.insert("ms".into(), json!(int_option("windowBuffer.ms", wv)?.min(WINDOW_MS_CEILING)));
+                            window.insert(
+                                "ms".into(),
+                                json!(int_option("windowBuffer.ms", wv)?.min(WINDOW_MS_CEILING)),
+                            );
                         }
                         "count" => {
                             window.insert(
                                 "count".into(),
-                                json!(int_option("windowBuffer.count", wv)?.min(WINDOW_COUNT_CEILING)),
+                                json!(
+                                    int_option("windowBuffer.count", wv)?.min(WINDOW_COUNT_CEILING)
+                                ),
                             );
                         }
                         other => return Err(bad(format!("unknown windowBuffer field {other}"))),
@@ -257,7 +265,9 @@ pub async fn push(State(app): State<AppState>, body: Body) -> Answer {
     // payloads are kept byte for byte: read them raw
     let raw: PushBody<'_> =
         serde_json::from_slice(&bytes).map_err(|_| bad("messages must be an array"))?;
-    let messages = raw.messages.ok_or_else(|| bad("messages must be an array"))?;
+    let messages = raw
+        .messages
+        .ok_or_else(|| bad("messages must be an array"))?;
     if messages.len() > MAX_ITEMS {
         return Err(bad(format!("at most {MAX_ITEMS} messages per push")));
     }
@@ -326,11 +336,16 @@ pub async fn pop(State(app): State<AppState>, Query(q): Query<Params>) -> Answer
         Some(p) => Some(name("partition", p)?),
     };
     let group = group_of(q.get("group").map(String::as_str))?;
-    let batch = query_int(&q, "batch")?.unwrap_or(1).clamp(1, MAX_ITEMS as u64);
+    let batch = query_int(&q, "batch")?
+        .unwrap_or(1)
+        .clamp(1, MAX_ITEMS as u64);
     let wait = query_flag(&q, "wait");
     let timeout = query_int(&q, "timeout")?
         .map(|t| t.min(MAX_TIMEOUT_MS))
-        .map_or(app.broker.config().pop.default_timeout, Duration::from_millis);
+        .map_or(
+            app.broker.config().pop.default_timeout,
+            Duration::from_millis,
+        );
     let req = EphemeralPop {
         queue,
         partition,
@@ -341,11 +356,7 @@ pub async fn pop(State(app): State<AppState>, Query(q): Query<Params>) -> Answer
         timeout,
     };
     record_target(Some(&req.queue), req.partition.as_deref(), Some(&req.group));
-    let messages = app
-        .broker
-        .ephemeral_pop(&req)
-        .await
-        .map_err(from_broker)?;
+    let messages = app.broker.ephemeral_pop(&req).await.map_err(from_broker)?;
     let mut out = String::from("{\"queue\":");
     out.push_str(&serde_json::to_string(&req.queue).unwrap_or_default());
     out.push_str(",\"messages\":[");
@@ -521,7 +532,10 @@ pub async fn depth(
             json!({ "partition": r.partition, "pending": pending, "bytes": r.bytes })
         })
         .collect();
-    let pending: i64 = partitions.iter().filter_map(|p| p["pending"].as_i64()).sum();
+    let pending: i64 = partitions
+        .iter()
+        .filter_map(|p| p["pending"].as_i64())
+        .sum();
     let partitions_pending = partitions
         .iter()
         .filter(|p| p["pending"].as_i64().unwrap_or(0) > 0)

@@ -71,7 +71,9 @@ fn entry_partition(map: &Map<String, Value>) -> Result<String, ApiError> {
     match map.get("partition") {
         None | Some(Value::Null) => Ok(DEFAULT_PARTITION.to_owned()),
         Some(Value::String(s)) => Ok(partition_name(s)?.as_str().to_owned()),
-        Some(Value::Number(n)) if n.is_u64() => Ok(partition_name(&n.to_string())?.as_str().to_owned()),
+        Some(Value::Number(n)) if n.is_u64() => {
+            Ok(partition_name(&n.to_string())?.as_str().to_owned())
+        }
         Some(_) => Err(ApiError::bad_request(
             "partition must be a string or a non-negative integer",
         )),
@@ -81,7 +83,9 @@ fn entry_partition(map: &Map<String, Value>) -> Result<String, ApiError> {
 fn entry_queue(map: &Map<String, Value>) -> Result<String, ApiError> {
     match map.get("queue") {
         Some(Value::String(s)) => Ok(queue_name(s)?.as_str().to_owned()),
-        _ => Err(ApiError::bad_request("every entry needs a queue (a string)")),
+        _ => Err(ApiError::bad_request(
+            "every entry needs a queue (a string)",
+        )),
     }
 }
 
@@ -220,9 +224,10 @@ pub async fn partitions_changed(
         };
         let since = match e.get("since") {
             None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(parse_timestamp(s).ok_or_else(|| {
-                ApiError::bad_request("since must be an ISO-8601 timestamp")
-            })?),
+            Some(Value::String(s)) => Some(
+                parse_timestamp(s)
+                    .ok_or_else(|| ApiError::bad_request("since must be an ISO-8601 timestamp"))?,
+            ),
             Some(_) => return Err(ApiError::bad_request("since must be an ISO-8601 timestamp")),
         };
         let after = match e.get("after") {
