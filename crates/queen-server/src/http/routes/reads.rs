@@ -37,9 +37,8 @@ const OFFSET_OUT_OF_RANGE: &str = "OFFSET_OUT_OF_RANGE";
 const UNKNOWN_TOPIC_OR_PARTITION: &str = "UNKNOWN_TOPIC_OR_PARTITION";
 
 fn entries_of(body: &Map<String, Value>) -> Result<&Vec<Value>, ApiError> {
-    let entries = match body.get("entries") {
-        Some(Value::Array(a)) => a,
-        _ => return Err(ApiError::bad_request("entries must be an array")),
+    let Some(Value::Array(entries)) = body.get("entries") else {
+        return Err(ApiError::bad_request("entries must be an array"));
     };
     if entries.len() > MAX_ENTRIES {
         return Err(ApiError::bad_request(format!(
