@@ -22,6 +22,7 @@ pub mod app;
 pub mod backoff;
 pub mod broker;
 pub mod config;
+pub mod embedded_pg;
 pub mod http;
 pub mod jobs;
 pub mod mesh;
@@ -64,8 +65,15 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     tracing::info!(config = %config.describe(), "effective configuration");
+    let set: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    for warning in config::unused_variable_warnings(set.iter().map(String::as_str)) {
+        tracing::warn!("{warning}");
+    }
     // built in dependency order: the broker takes the store, the spool and the mesh
     let store = Arc::new(Store::new(&config.db)?);
+    store.check_schema_owner().await?;
     let spool = Arc::new(open_spool(&config).await?);
     let mesh = if config.mesh.is_active() {
         let (mesh, inbox) = Mesh::start(
@@ -167,5 +175,59 @@ mod layering {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join("x.rs"), "use crate::broker::Broker;\n").expect("write");
         assert_eq!(violations(dir.path(), &["crate::broker"]).len(), 1);
+    }
+
+    /// The most lines a source file may hold before its tests start.
+    const MAX_LINES: usize = 600;
+
+    /// `(file, lines)` for every `.rs` file below `dir` whose code before its
+    /// first `#[cfg(test)]` runs past [`MAX_LINES`]; files that are tests
+    /// (`tests.rs`, `*_tests.rs`) are left out.
+    fn oversized(dir: &Path) -> Vec<(String, usize)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).expect("readable source dir") {
+                let path = entry.expect("dir entry").path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if path.is_dir() {
+                    stack.push(path);
+                } else if name.ends_with(".rs")
+                    && name != "tests.rs"
+                    && !name.ends_with("_tests.rs")
+                {
+                    let text = std::fs::read_to_string(&path).expect("readable source");
+                    let lines = text
+                        .lines()
+                        .take_while(|l| l.trim() != "#[cfg(test)]")
+                        .count();
+                    if lines > MAX_LINES {
+                        found.push((path.display().to_string(), lines));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn no_source_file_is_past_what_one_person_holds() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for entry in std::fs::read_dir(&crates).expect("crates dir") {
+            let src = entry.expect("dir entry").path().join("src");
+            if src.is_dir() {
+                assert_eq!(oversized(&src), [], "split these files by concern");
+            }
+        }
+    }
+
+    #[test]
+    fn the_size_check_sees_a_long_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let long = "fn f() {}\n".repeat(MAX_LINES + 1);
+        std::fs::write(dir.path().join("x.rs"), &long).expect("write");
+        assert_eq!(oversized(dir.path()).len(), 1);
+        std::fs::write(dir.path().join("x.rs"), format!("#[cfg(test)]\n{long}")).expect("write");
+        assert_eq!(oversized(dir.path()), []);
     }
 }

@@ -23,6 +23,7 @@ mod reads;
 pub mod reads_metrics;
 pub mod recent;
 mod status;
+mod streams;
 mod transaction;
 
 use std::sync::Arc;
@@ -39,6 +40,7 @@ pub use reads::{FETCH_CALL_MAX_BYTES, FETCH_MAX_RECORDS};
 pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };
+pub use streams::{CycleDone, CycleRequest, StreamMetrics};
 pub use transaction::{TxOp, TxResult};
 
 use crate::config::Config;
@@ -94,6 +96,8 @@ pub struct Broker {
     shutdown: CancellationToken,
     /// Counters of reads and ephemeral queues (issue 21).
     reads_metrics: reads_metrics::ReadsMetrics,
+    /// Counters of the `/streams/v1` routes.
+    streams: StreamMetrics,
 }
 
 impl Broker {
@@ -112,8 +116,10 @@ impl Broker {
             }
         }
         let reads_metrics = reads_metrics::ReadsMetrics::new(&metrics.registry);
+        let streams = StreamMetrics::new(&metrics.registry);
         Arc::new(Self {
             reads_metrics,
+            streams,
             cipher: config
                 .encryption_key
                 .as_ref()

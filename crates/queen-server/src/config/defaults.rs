@@ -48,6 +48,22 @@ pub(super) const DB_CONNECTION_TIMEOUT_MS: u64 = 2_000;
 pub(super) const DB_STATEMENT_TIMEOUT_MS: u64 = 30_000;
 /// `DB_LOCK_TIMEOUT`, 10 s: the reference's; a stuck lock fails the request instead of hanging it.
 pub(super) const DB_LOCK_TIMEOUT_MS: u64 = 10_000;
+/// `DB_KEEPALIVES_IDLE`, 60 s: the reference's; an idle link is probed after a minute.
+pub(super) const DB_KEEPALIVES_IDLE_SECS: u64 = 60;
+/// `DB_KEEPALIVES_INTERVAL`, 10 s: the reference's gap between unanswered probes.
+pub(super) const DB_KEEPALIVES_INTERVAL_SECS: u64 = 10;
+/// `DB_KEEPALIVES_COUNT`: the reference's three unanswered probes before the link is dropped.
+pub(super) const DB_KEEPALIVES_COUNT: u32 = 3;
+/// `DB_TCP_USER_TIMEOUT_MS`, 30 s: the reference's; data unacknowledged this long drops the link.
+pub(super) const DB_TCP_USER_TIMEOUT_MS: u64 = 30_000;
+/// `DB_PROBE_INTERVAL_MS`, 1 s: how often the liveness probe asks `SELECT 1`; one tiny query a second.
+pub(super) const DB_PROBE_INTERVAL_MS: u64 = 1_000;
+/// `DB_PROBE_TIMEOUT_MS`, 5 s: an answer slower than this means a hung server, far above
+/// what a loaded but working server takes for `SELECT 1`.
+pub(super) const DB_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// Added to `DB_STATEMENT_TIMEOUT` for the client-side deadline of one database operation
+/// (the reference's in-flight deadline is the statement timeout plus 5 s too).
+pub(super) const DB_OP_DEADLINE_MARGIN_MS: u64 = 5_000;
 
 // Pops and long polling: the reference's defaults throughout.
 

@@ -17,18 +17,20 @@ mod mesh;
 mod pop;
 mod server;
 mod spool;
+mod unused;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 pub use auth::{AuthConfig, JwtAlgorithm};
-pub use db::DbConfig;
+pub use db::{split_list, DbConfig};
 pub use env::{ConfigError, EnvSource, ProcessEnv};
 pub use jobs::JobsConfig;
 pub use mesh::{MeshAuth, MeshConfig};
 pub use pop::{PopConfig, SubscriptionMode};
 pub use spool::SpoolConfig;
+pub use unused::unused_variable_warnings;
 
 use env::Reader;
 

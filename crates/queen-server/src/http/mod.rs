@@ -169,6 +169,10 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
             "/api/v1/ephemeral/queues/{queue}/depth",
             get(ephemeral::depth),
         )
+        .route("/streams/v1/queries", post(routes::streams::register))
+        .route("/streams/v1/cycle", post(routes::streams::cycle))
+        .route("/streams/v1/state/get", post(routes::streams::state_get))
+        .route("/api/v1/streams/queries", get(routes::streams::list))
         .route("/metrics", get(metrics::json))
         .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)

@@ -180,8 +180,8 @@ enum Class {
     Other,
 }
 
-/// Classifies a SQLSTATE: class 08 and the shutdown/overload codes mean the
-/// server is not there, 40001/40P01 are worth retrying, 23505 is a duplicate
+/// Classifies a SQLSTATE: class 08, the shutdown/overload codes and a
+/// read-only server (a standby) mean the primary is not there, 40001/40P01 are worth retrying, 23505 is a duplicate
 /// row, our own `RAISE`s are refusals, a missing schema object means the
 /// migrations have not run.
 fn classify(code: &SqlState) -> Class {
@@ -190,6 +190,8 @@ fn classify(code: &SqlState) -> Class {
         || *code == SqlState::CRASH_SHUTDOWN
         || *code == SqlState::CANNOT_CONNECT_NOW
         || *code == SqlState::TOO_MANY_CONNECTIONS
+        // a standby (or a demoted primary): this connection takes no writes
+        || *code == SqlState::READ_ONLY_SQL_TRANSACTION
     {
         Class::Unavailable
     } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
@@ -293,6 +295,7 @@ mod tests {
             ("57P02", Class::Unavailable),
             ("57P03", Class::Unavailable),
             ("53300", Class::Unavailable),
+            ("25006", Class::Unavailable),
             ("40001", Class::Conflict),
             ("40P01", Class::Conflict),
             ("23505", Class::Unique),

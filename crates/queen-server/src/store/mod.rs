@@ -16,9 +16,11 @@
 mod ack;
 pub mod admin;
 mod batcher;
+mod connect;
 mod ephemeral;
 mod error;
 pub mod jobs;
+mod liveness;
 mod maintenance;
 mod migrate;
 mod op;
@@ -27,6 +29,7 @@ mod pop;
 mod push;
 mod queues;
 mod reads;
+mod streams;
 mod tls;
 mod transaction;
 
@@ -34,13 +37,18 @@ pub use ack::{AckItem, AckOutcome, AckStatus};
 pub use admin::*;
 pub use ephemeral::*;
 pub use error::{DbError, StoreError};
-pub use migrate::{migrations_fingerprint, run_migrations};
+pub use liveness::Probe;
+pub use migrate::{is_foreign_schema, migrations_fingerprint, run_migrations};
 pub use op::DbOp;
 pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
 pub use reads::*;
+pub use streams::{
+    AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, CycleRefusal, Registration,
+    StateFilter, StateMiss, StateOp, StateRow, StreamQuery, StreamQueryStats,
+};
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 
 use tokio_postgres::types::FromSql;
@@ -49,8 +57,7 @@ use tokio_postgres::Row;
 /// The broker's handle on PostgreSQL.
 pub struct Store {
     db: op::Db,
-    pg_config: tokio_postgres::Config,
-    tls: tls::Connector,
+    hosts: connect::Hosts,
     batcher: batcher::Batcher,
 }
 

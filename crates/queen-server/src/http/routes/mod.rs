@@ -15,6 +15,7 @@ pub mod queues;
 pub mod reads;
 pub mod resources;
 pub mod status;
+pub mod streams;
 pub mod system;
 pub mod traces;
 pub mod transaction;
