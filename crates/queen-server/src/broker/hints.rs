@@ -32,7 +32,7 @@ pub fn spawn_hint_applier(broker: Arc<Broker>, mut inbox: HintInbox, cancel: Can
 
 impl Broker {
     /// Sends a hint to the other replicas, if the mesh runs.
-    fn announce(&self, frame: Frame) {
+    pub(super) fn announce(&self, frame: Frame) {
         if let Some(mesh) = &self.mesh {
             mesh.send(&frame);
         }

@@ -13,6 +13,7 @@ mod analytics;
 pub mod config_cache;
 pub mod crypto;
 mod dlq_delete;
+mod ephemeral;
 mod hints;
 pub mod long_poll;
 mod maintenance;
@@ -20,6 +21,8 @@ pub mod metrics;
 mod pop;
 mod push;
 mod queues;
+mod reads;
+pub mod reads_metrics;
 pub mod recent;
 mod status;
 mod streams;
@@ -31,9 +34,11 @@ use tokio_util::sync::CancellationToken;
 
 pub use ack::AckRequest;
 pub use admin::MessageView;
+pub use ephemeral::{EphemeralPop, EphemeralRefusal};
 pub use hints::spawn_hint_applier;
 pub use pop::{PopOutcome, PopRequest, PopTarget};
 pub use push::{PushItem, PushOutcome};
+pub use reads::{FETCH_CALL_MAX_BYTES, FETCH_MAX_RECORDS};
 pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };
@@ -91,6 +96,8 @@ pub struct Broker {
     mesh: Option<Arc<Mesh>>,
     /// Cancelled at shutdown: parked pops answer empty at once.
     shutdown: CancellationToken,
+    /// Counters of reads and ephemeral queues (issue 21).
+    reads_metrics: reads_metrics::ReadsMetrics,
     /// Counters of the `/streams/v1` routes.
     streams: StreamMetrics,
 }
@@ -110,8 +117,10 @@ impl Broker {
                 tracing::warn!(error = %e, "database metrics not registered");
             }
         }
+        let reads_metrics = reads_metrics::ReadsMetrics::new(&metrics.registry);
         let streams = StreamMetrics::new(&metrics.registry);
         Arc::new(Self {
+            reads_metrics,
             streams,
             cipher: config
                 .encryption_key

@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod coded;
 #[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod edge;
@@ -41,6 +42,7 @@ use routes::{
     ack, analytics, cluster, consumer_groups as groups, dlq, dlq_delete, health, lease, messages,
     metrics, migration, pop, push, queues, resources, status, system, traces, transaction,
 };
+use routes::{ephemeral, reads};
 
 /// Methods every answer allows (the reference's list).
 const ALLOWED_METHODS: &str = "GET, POST, PUT, DELETE, OPTIONS";
@@ -160,6 +162,28 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         )
         .route("/api/v1/system/shared-state", get(cluster::shared_state))
         .route("/api/v1/stats/refresh", post(system::stats_refresh))
+        // issue 21: reads that move nothing, and ephemeral queues
+        .route("/api/v1/fetch", post(reads::fetch))
+        .route(
+            "/api/v1/partitions/changed",
+            post(reads::partitions_changed),
+        )
+        .route("/api/v1/resources/queues/{queue}/depth", get(reads::depth))
+        .route(
+            "/api/v1/messages/{partition_id}/{transaction_id}/retry",
+            post(reads::retry),
+        )
+        .route("/api/v1/ephemeral/configure", post(ephemeral::configure))
+        .route("/api/v1/ephemeral/reset", post(ephemeral::reset))
+        .route("/api/v1/ephemeral/queue/{queue}", delete(ephemeral::delete))
+        .route("/api/v1/ephemeral/push", post(ephemeral::push))
+        .route("/api/v1/ephemeral/pop", get(ephemeral::pop))
+        .route("/api/v1/ephemeral/ack", post(ephemeral::ack))
+        .route("/api/v1/ephemeral/queues", get(ephemeral::queues))
+        .route(
+            "/api/v1/ephemeral/queues/{queue}/depth",
+            get(ephemeral::depth),
+        )
         .route("/streams/v1/queries", post(routes::streams::register))
         .route("/streams/v1/cycle", post(routes::streams::cycle))
         .route("/streams/v1/state/get", post(routes::streams::state_get))

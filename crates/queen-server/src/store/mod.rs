@@ -18,6 +18,7 @@ pub mod admin;
 mod batcher;
 mod connect;
 pub mod dbcopy;
+mod ephemeral;
 mod error;
 pub mod jobs;
 mod liveness;
@@ -28,12 +29,14 @@ mod pool;
 mod pop;
 mod push;
 mod queues;
+mod reads;
 mod streams;
 mod tls;
 mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus, Acked};
 pub use admin::*;
+pub use ephemeral::*;
 pub use error::{DbError, StoreError};
 pub use liveness::Probe;
 pub use migrate::{is_foreign_schema, migrations_fingerprint, run_migrations};
@@ -42,6 +45,7 @@ pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
+pub use reads::*;
 pub use streams::{
     AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, CycleRefusal, Registration,
     StateFilter, StateMiss, StateOp, StateRow, StreamQuery, StreamQueryStats,

@@ -122,6 +122,14 @@ db_ops! {
     Retention => "retention", "store.retention";
     /// One eviction pass.
     Eviction => "eviction", "store.eviction";
+    /// Reads by offset, partition discovery, queue depth (issue 21).
+    Reads => "reads", "store.reads";
+    /// Moving a dead letter back to its partition.
+    RetryDeadLetter => "retry_dead_letter", "store.retry_dead_letter";
+    /// Ephemeral queues: push, pop, ack.
+    Ephemeral => "ephemeral", "store.ephemeral";
+    /// Ephemeral queues: configure, reset, delete and the status reads.
+    EphemeralAdmin => "ephemeral_admin", "store.ephemeral_admin";
     /// `/streams/v1/queries`: registering a stream query.
     StreamsRegister => "streams_register", "store.streams_register";
     /// `/streams/v1/cycle`: state, sink pushes and source ack in one transaction.

@@ -27,6 +27,7 @@ mod outage;
 mod planner_stats;
 mod pop;
 mod push;
+mod reads;
 mod schema;
 mod settings;
 mod spool;

@@ -195,12 +195,25 @@ async fn function_def(client: &Client, name: &str) -> String {
         .get(0)
 }
 
+/// Number of versioned migrations the broker embeds (`migrations/V*.sql`).
+fn versioned_migrations() -> usize {
+    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().starts_with('V'))
+        })
+        .count()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identical() {
     let fresh = TestDb::empty().await.unwrap();
     let mut fresh_client = fresh.client().await.unwrap();
-    // V1, V2 and V20 (streams)
-    assert_eq!(run_migrations(&mut fresh_client).await.unwrap(), 3);
+    assert_eq!(
+        run_migrations(&mut fresh_client).await.unwrap(),
+        versioned_migrations()
+    );
 
     let old = TestDb::empty().await.unwrap();
     let mut old_client = old.client().await.unwrap();
@@ -216,8 +229,11 @@ async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identi
         )
         .await
         .unwrap();
-    // the rewritten history holds the baseline, and V2 and V20 run on top of it
-    assert_eq!(run_migrations(&mut old_client).await.unwrap(), 2);
+    // the rewritten history holds the baseline, and the others run on top of it
+    assert_eq!(
+        run_migrations(&mut old_client).await.unwrap(),
+        versioned_migrations() - 1
+    );
 
     assert_same_catalog(&catalog(&fresh_client).await, &catalog(&old_client).await);
 

@@ -64,6 +64,15 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "evict_expired",
     "refresh_planner_stats",
     "record_queue_metrics",
+    "fetch_records",
+    "ephemeral_settings",
+    "ephemeral_expire",
+    "ephemeral_reclaim",
+    "ephemeral_push",
+    "ephemeral_pop",
+    "ephemeral_ack",
+    "ephemeral_reset",
+    "ephemeral_delete",
 ];
 
 /// Applies every file whose checksum differs from the one recorded (all of
