@@ -45,6 +45,13 @@ impl Hosts {
         }
     }
 
+    /// The configuration of the host that answered last (the first host
+    /// before any answered).
+    pub(super) fn current(&self) -> Option<&Config> {
+        let i = self.preferred.load(Ordering::Relaxed);
+        self.configs.get(i).or_else(|| self.configs.first())
+    }
+
     /// How many hosts are tried.
     pub(super) fn len(&self) -> usize {
         self.configs.len()

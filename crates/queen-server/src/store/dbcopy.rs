@@ -106,9 +106,11 @@ pub async fn row_counts(client: &Client, schema: &str) -> Result<Vec<(String, i6
 }
 
 impl Store {
-    /// This broker's own database as a [`PgEndpoint`] (the first host).
+    /// This broker's own database as a [`PgEndpoint`] (the host that
+    /// answered last).
     pub fn source_endpoint(&self) -> PgEndpoint {
-        let c = &self.pg_config;
+        let none = tokio_postgres::Config::new();
+        let c = self.hosts.current().unwrap_or(&none);
         let host = match c.get_hosts().first() {
             Some(Host::Tcp(h)) => h.clone(),
             #[cfg(unix)]

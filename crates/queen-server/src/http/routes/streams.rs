@@ -383,7 +383,8 @@ pub async fn cycle(
             }
             let raw = RawValue::from_string(Value::Array(a.clone()).to_string())
                 .map_err(|e| StreamsError::bad(format!("Invalid JSON: {e}")))?;
-            let mut items = super::push::parse_items(&raw, "{}")
+            let depth = app.broker.config().limits.max_payload_depth;
+            let mut items = super::push::parse_items(&raw, "{}", depth)
                 .map_err(|e| StreamsError::bad(format!("push_items: {}", e.message)))?;
             super::push::stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
             let mut seen = HashSet::new();
