@@ -9,9 +9,12 @@
 
 mod ack;
 mod admin;
+mod bundle;
 pub mod config_cache;
 pub mod crypto;
 mod hints;
+mod kv;
+mod locks;
 pub mod long_poll;
 mod maintenance;
 pub mod metrics;
@@ -20,6 +23,8 @@ mod push;
 mod queues;
 pub mod recent;
 mod status;
+pub mod surfaces;
+mod timers;
 mod transaction;
 
 use std::sync::Arc;
@@ -35,6 +40,9 @@ pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };
 pub use transaction::{TxOp, TxResult};
+pub use bundle::{BundleDone, BundleRefusal, BundleResult};
+pub use locks::LockOp;
+pub use timers::TimerReq;
 
 use crate::config::Config;
 use crate::mesh::Mesh;
@@ -87,6 +95,8 @@ pub struct Broker {
     mesh: Option<Arc<Mesh>>,
     /// Cancelled at shutdown: parked pops answer empty at once.
     shutdown: CancellationToken,
+    /// Metrics of KV, locks and timers, and the timer sweeper's alarm.
+    surfaces: surfaces::Surfaces,
 }
 
 impl Broker {
@@ -104,7 +114,9 @@ impl Broker {
                 tracing::warn!(error = %e, "database metrics not registered");
             }
         }
+        let surfaces = surfaces::Surfaces::new(&metrics.registry);
         Arc::new(Self {
+            surfaces,
             cipher: config
                 .encryption_key
                 .as_ref()

@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod body;
+pub mod coded;
 #[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod error;
@@ -35,6 +36,7 @@ use routes::{
     ack, cluster, consumer_groups as groups, dlq, health, lease, messages, metrics, pop, push,
     queues, resources, status, system, traces, transaction,
 };
+use routes::{kv, locks, timers};
 
 /// Methods every answer allows (the reference's list).
 const ALLOWED_METHODS: &str = "GET, POST, PUT, DELETE, OPTIONS";
@@ -145,6 +147,14 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         )
         .route("/api/v1/system/shared-state", get(cluster::shared_state))
         .route("/api/v1/stats/refresh", post(system::stats_refresh))
+        .route("/api/v1/kv", post(kv::kv))
+        .route("/api/v1/locks", post(locks::locks))
+        .route("/api/v1/timers", post(timers::schedule))
+        .route("/api/v1/timers/{queue}", get(timers::list))
+        .route(
+            "/api/v1/timers/{queue}/{*key}",
+            get(timers::peek).delete(timers::cancel),
+        )
         .route("/metrics", get(metrics::json))
         .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)

@@ -8,6 +8,8 @@
 //!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
 //!   replica does the work of each cycle;
+//! - `timers`: fires due timers (every replica, one sweep at a time through
+//!   a transaction-scoped advisory lock) and prunes expired KV rows;
 //! - `spool_replay`: replays the disk spool into PostgreSQL once it is back
 //!   (every replica, its own spool).
 
@@ -17,6 +19,7 @@ mod planner_stats;
 mod retention;
 mod spool_replay;
 mod stats;
+mod timers;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -73,6 +76,7 @@ pub fn spawn_all(
         cancel.clone(),
     ));
     set.spawn(eviction::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(timers::run(broker.clone(), store.clone(), cancel.clone()));
     // outside the set, which is aborted at shutdown: the replay stops by
     // itself at `cancel`, after the batch in hand
     tokio::spawn(spool_replay::run(

@@ -16,8 +16,11 @@
 mod ack;
 pub mod admin;
 mod batcher;
+mod bundle;
 mod error;
 pub mod jobs;
+mod kv;
+mod locks;
 mod maintenance;
 mod migrate;
 mod op;
@@ -25,6 +28,7 @@ mod pool;
 mod pop;
 mod push;
 mod queues;
+mod timers;
 mod tls;
 mod transaction;
 
@@ -38,6 +42,10 @@ pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
+pub use bundle::BundleOutcome;
+pub use kv::{KvKind, KvOp, KvOutcome, KvPrecondition, KvResult, KvRow};
+pub use locks::{permit_key, LockOutcome, Permit, LOCKS_NS};
+pub use timers::{FiredTimer, Sweep, TimerRow, TimerSchedule, TimerVerdict, TimerWrite};
 
 use tokio_postgres::types::FromSql;
 use tokio_postgres::Row;

@@ -116,6 +116,14 @@ db_ops! {
     Retention => "retention", "store.retention";
     /// One eviction pass.
     Eviction => "eviction", "store.eviction";
+    /// `POST /api/v1/kv`: one call in one transaction.
+    Kv => "kv", "store.kv";
+    /// One lock or semaphore operation.
+    Locks => "locks", "store.locks";
+    /// Timer schedules, cancels, peeks and lists.
+    Timers => "timers", "store.timers";
+    /// One sweep firing due timers (and pruning expired KV rows).
+    TimerSweep => "timer_sweep", "store.timer_sweep";
 }
 
 impl DbOp {

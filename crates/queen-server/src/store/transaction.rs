@@ -69,7 +69,7 @@ impl Store {
     }
 }
 
-async fn run_operations(
+pub(super) async fn run_operations(
     tx: &deadpool_postgres::Transaction<'_>,
     ops: &[TxOperation],
 ) -> Result<Vec<TxOutcome>, TxFailure> {

@@ -15,6 +15,7 @@ mod dashboard;
 mod encryption;
 mod groups;
 mod ha;
+mod kv;
 mod lease;
 mod long_poll;
 mod outage;

@@ -5,7 +5,9 @@ pub mod cluster;
 pub mod consumer_groups;
 pub mod dlq;
 pub mod health;
+pub mod kv;
 pub mod lease;
+pub mod locks;
 pub mod messages;
 pub mod metrics;
 pub mod pop;
@@ -14,8 +16,10 @@ pub mod queues;
 pub mod resources;
 pub mod status;
 pub mod system;
+pub mod timers;
 pub mod traces;
 pub mod transaction;
+mod transaction_riders;
 
 use queen_proto::{ConsumerGroup, NameError, PartitionName, QueueName};
 

@@ -63,6 +63,7 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "cleanup_partitions",
     "evict_expired",
     "refresh_planner_stats",
+    "kv_write",
 ];
 
 /// Applies every file whose checksum differs from the one recorded (all of
