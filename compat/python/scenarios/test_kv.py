@@ -162,17 +162,18 @@ async def test_kv_write_rolls_back_with_a_failing_transaction(ctx: Ctx):
         ctx.client.transaction()
         .queue(out).push([{"data": {"never": True}}])
         .kv.put(ns, "state", {"seen": 2}, forever=True)
-        .kv.check(ns, "state", expect=1, required=True)
+        .kv.check(ns, "gate", expect=123456789, required=True)
         .commit()
     )
     assert not res and res["reason"] == "kv_precondition" and res["failedIndex"] == 2, res
+    assert res["kvReason"] == "absent", res
     assert (await ctx.client.kv.get(ns, "state"))["value"] == {"seen": 1}
     assert await ctx.client.queue(out).wait(False).pop() == []
 
     # once(): the second commit of the same key applies nothing
-    first = await ctx.client.transaction().queue(out).push([{"data": 1}]).once(ns, "job-7").commit()
+    first = await ctx.client.transaction().queue(out).push([{"data": 1}]).once(ns, "job-7", forever=True).commit()
     assert first["success"] is True, first
-    second = await ctx.client.transaction().queue(out).push([{"data": 2}]).once(ns, "job-7").commit()
+    second = await ctx.client.transaction().queue(out).push([{"data": 2}]).once(ns, "job-7", forever=True).commit()
     assert not second and second["kvReason"] == "exists", second
     got = await ctx.client.queue(out).batch(5).wait(False).pop()
     assert [g["data"] for g in got] == [1], got

@@ -33,6 +33,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
     cur_value   jsonb;
     cur_version bigint;
+    cur_expiry  timestamptz;
     live        boolean;
     new_value   jsonb;
     new_version bigint;
@@ -40,7 +41,7 @@ DECLARE
     candidate   numeric;
 BEGIN
     PERFORM pg_advisory_xact_lock(21021, hashtext(p_ns || '/' || p_key));
-    SELECT k.value, k.version INTO cur_value, cur_version
+    SELECT k.value, k.version, k.expires_at INTO cur_value, cur_version, cur_expiry
       FROM queen.kv k
      WHERE k.ns = p_ns AND k.key = p_key
        AND (k.expires_at IS NULL OR k.expires_at > p_now);
@@ -108,16 +109,14 @@ BEGIN
         END IF;
         new_value := to_jsonb(trim_scale(candidate));
         new_version := nextval('queen.kv_version_seq');
-        IF live THEN
-            UPDATE queen.kv k SET value = new_value, version = new_version, updated_at = p_now
-             WHERE k.ns = p_ns AND k.key = p_key;
-        ELSE
-            INSERT INTO queen.kv AS k (ns, key, value, version, expires_at, updated_at)
-            VALUES (p_ns, p_key, new_value, new_version, expiry, p_now)
-            ON CONFLICT (ns, key) DO UPDATE
-               SET value = EXCLUDED.value, version = EXCLUDED.version,
-                   expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at;
-        END IF;
+        -- a live row keeps its expiry; an upsert (not an UPDATE) so that a
+        -- row the pruner removed meanwhile is written back, not lost
+        INSERT INTO queen.kv AS k (ns, key, value, version, expires_at, updated_at)
+        VALUES (p_ns, p_key, new_value, new_version,
+                CASE WHEN live THEN cur_expiry ELSE expiry END, p_now)
+        ON CONFLICT (ns, key) DO UPDATE
+           SET value = EXCLUDED.value, version = EXCLUDED.version,
+               expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at;
         RETURN QUERY SELECT true, NULL::text, new_value, new_version;
         RETURN;
     END IF;

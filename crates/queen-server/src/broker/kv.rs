@@ -1,7 +1,7 @@
 //! Key/value use case: one validated call, applied whole or not at all.
 
 use super::{Broker, BrokerError};
-use crate::store::{KvKind, KvOp, KvOutcome, KvResult};
+use crate::store::{KvOp, KvOutcome, KvResult};
 
 impl Broker {
     /// Runs one `POST /api/v1/kv` call.
@@ -34,6 +34,5 @@ impl Broker {
                 }
             }
         }
-        let _ = KvKind::Get;
     }
 }

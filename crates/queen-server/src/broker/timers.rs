@@ -158,7 +158,12 @@ impl Broker {
             if let Some(ms) = next_due_in_ms {
                 self.surfaces.set_alarm(Duration::from_millis(ms as u64));
             }
-            if !swept || (fired.len() as i64) < SWEEP_BATCH {
+            if !swept {
+                // another replica is sweeping: look again soon, not a period later
+                self.surfaces.set_alarm(Duration::from_millis(100));
+                return Ok(total);
+            }
+            if (fired.len() as i64) < SWEEP_BATCH {
                 return Ok(total);
             }
         }

@@ -9,7 +9,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 
 use super::op::{with_op, DbOp};
 use super::{col, Store, StoreError};

@@ -10,7 +10,7 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 
 use super::kv::{kv_apply, KvKind, KvOp, KvOutcome, KvResult};
 use super::op::{with_op, DbOp};

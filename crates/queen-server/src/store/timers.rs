@@ -10,7 +10,7 @@
 //! nothing (`absent`), so `too_late` is never answered.
 
 use chrono::{DateTime, Utc};
-use tokio_postgres::GenericClient;
+use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::op::{with_op, DbOp};

@@ -300,7 +300,6 @@ fn parse_op(v: &Value, in_transaction: bool) -> Result<KvOp, Coded> {
             match m.get("prefix") {
                 Some(Value::String(s)) if !s.is_empty() => {
                     op.key = key_of(m.get("prefix"), "prefix")?;
-                    let _ = s;
                 }
                 _ => return Err(bad("kv_prefix_required", "getPrefix needs a prefix")),
             }

@@ -360,7 +360,7 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Coded> 
     }
     let text = String::from_utf8(bytes)
         .ok()
-        .filter(|t| serde_json::from_str::<serde_json::de::IgnoredAny>(t).is_ok())
+        .filter(|t| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok())
         .ok_or_else(|| {
             bad(
                 "timers_payload_not_json",
