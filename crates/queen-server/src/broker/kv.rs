@@ -28,9 +28,7 @@ impl Broker {
                         KvResult::Get(None) => "miss",
                         _ => "read",
                     };
-                    m.kv_ops
-                        .with_label_values(&[op.kind.name(), outcome])
-                        .inc();
+                    m.kv_ops.with_label_values(&[op.kind.name(), outcome]).inc();
                 }
             }
         }

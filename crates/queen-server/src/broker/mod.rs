@@ -33,16 +33,16 @@ use tokio_util::sync::CancellationToken;
 
 pub use ack::AckRequest;
 pub use admin::MessageView;
+pub use bundle::{BundleDone, BundleRefusal, BundleResult};
 pub use hints::spawn_hint_applier;
+pub use locks::LockOp;
 pub use pop::{PopOutcome, PopRequest, PopTarget};
 pub use push::{PushItem, PushOutcome};
 pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };
-pub use transaction::{TxOp, TxResult};
-pub use bundle::{BundleDone, BundleRefusal, BundleResult};
-pub use locks::LockOp;
 pub use timers::TimerReq;
+pub use transaction::{TxOp, TxResult};
 
 use crate::config::Config;
 use crate::mesh::Mesh;

@@ -8,8 +8,8 @@
 //! call; the caller rolls the whole transaction back.
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use deadpool_postgres::GenericClient;
+use serde_json::Value;
 
 use super::op::{with_op, DbOp};
 use super::{col, Store, StoreError};
@@ -259,7 +259,9 @@ async fn write_one(client: &impl GenericClient, op: &KvOp) -> Result<KvResult, S
                 &op.ttl_seconds,
                 &op.forever,
                 &expect,
-                &op.delta.as_deref().or(Some("1").filter(|_| op.kind == KvKind::Incr)),
+                &op.delta
+                    .as_deref()
+                    .or(Some("1").filter(|_| op.kind == KvKind::Incr)),
                 &op.min,
                 &op.max,
             ],

@@ -9,8 +9,8 @@
 //! which also serialises them against plain KV calls on the same keys.
 
 use chrono::{DateTime, Utc};
-use serde_json::{json, Value};
 use deadpool_postgres::GenericClient;
+use serde_json::{json, Value};
 
 use super::kv::{kv_apply, KvKind, KvOp, KvOutcome, KvResult};
 use super::op::{with_op, DbOp};
@@ -193,9 +193,10 @@ impl Store {
             let tx = client.transaction().await?;
             lock_name(&tx, name).await?;
             let held = holders(&tx, name).await?;
-            let current = held.iter().find(|p| p.slot == slot).filter(|p| {
-                p.token == token || (owner.is_some() && p.owner.as_deref() == owner)
-            });
+            let current = held
+                .iter()
+                .find(|p| p.slot == slot)
+                .filter(|p| p.token == token || (owner.is_some() && p.owner.as_deref() == owner));
             let out = match current {
                 None => LockOutcome::Lost {
                     slot,

@@ -34,18 +34,18 @@ mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus};
 pub use admin::*;
+pub use bundle::BundleOutcome;
 pub use error::{DbError, StoreError};
+pub use kv::{KvKind, KvOp, KvOutcome, KvPrecondition, KvResult, KvRow};
+pub use locks::{permit_key, LockOutcome, Permit, LOCKS_NS};
 pub use migrate::{migrations_fingerprint, run_migrations};
 pub use op::DbOp;
 pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
-pub use transaction::{TxFailure, TxOperation, TxOutcome};
-pub use bundle::BundleOutcome;
-pub use kv::{KvKind, KvOp, KvOutcome, KvPrecondition, KvResult, KvRow};
-pub use locks::{permit_key, LockOutcome, Permit, LOCKS_NS};
 pub use timers::{FiredTimer, Sweep, TimerRow, TimerSchedule, TimerVerdict, TimerWrite};
+pub use transaction::{TxFailure, TxOperation, TxOutcome};
 
 use tokio_postgres::types::FromSql;
 use tokio_postgres::Row;

@@ -206,7 +206,10 @@ fn timer_row(r: &tokio_postgres::Row, with_payload: bool) -> Result<TimerRow, St
 
 impl Store {
     /// Schedules and cancels in one transaction (`POST /api/v1/timers`).
-    pub async fn timers_call(&self, writes: &[TimerWrite]) -> Result<Vec<TimerVerdict>, StoreError> {
+    pub async fn timers_call(
+        &self,
+        writes: &[TimerWrite],
+    ) -> Result<Vec<TimerVerdict>, StoreError> {
         with_op!(self.db, DbOp::Timers, |client| {
             let tx = client.transaction().await?;
             let out = timers_apply(&tx, writes).await?;
@@ -265,8 +268,11 @@ impl Store {
         with_op!(self.db, DbOp::TimerSweep, |client| {
             let tx = client.transaction().await?;
             let won: bool = col(
-                &tx.query_one("SELECT pg_try_advisory_xact_lock($1) AS won", &[&SWEEP_LOCK_KEY])
-                    .await?,
+                &tx.query_one(
+                    "SELECT pg_try_advisory_xact_lock($1) AS won",
+                    &[&SWEEP_LOCK_KEY],
+                )
+                .await?,
                 "won",
             )?;
             if !won {

@@ -27,26 +27,65 @@ async fn bad_kv_calls_are_refused_whole_and_write_nothing() {
     let ns = "t-bad";
     let good = json!({"op": "put", "ns": ns, "key": "k", "value": 1, "forever": true});
     for (bad, status, reason) in [
-        (json!({"op": "nope", "ns": ns, "key": "x"}), 400, "kv_unknown_op"),
-        (json!({"op": "put", "ns": ns, "key": "x", "value": 1}), 400, "kv_expiry_not_specified"),
-        (json!({"op": "put", "ns": ns, "key": "x", "value": 1, "forever": true, "expect": "3"}), 400, "kv_bad_expect"),
-        (json!({"op": "put", "ns": ns, "key": "x".repeat(600), "value": 1, "forever": true}), 413, "kv_key_too_large"),
-        (json!({"op": "put", "ns": ns, "key": "x", "value": "v".repeat(70_000), "forever": true}), 413, "kv_value_too_large"),
-        (json!({"op": "put", "ns": "Bad NS", "key": "x", "value": 1, "forever": true}), 400, "kv_bad_namespace"),
-        (json!({"op": "put", "ns": ns, "key": "k", "value": 2, "forever": true}), 400, "kv_duplicate_key_in_call"),
+        (
+            json!({"op": "nope", "ns": ns, "key": "x"}),
+            400,
+            "kv_unknown_op",
+        ),
+        (
+            json!({"op": "put", "ns": ns, "key": "x", "value": 1}),
+            400,
+            "kv_expiry_not_specified",
+        ),
+        (
+            json!({"op": "put", "ns": ns, "key": "x", "value": 1, "forever": true, "expect": "3"}),
+            400,
+            "kv_bad_expect",
+        ),
+        (
+            json!({"op": "put", "ns": ns, "key": "x".repeat(600), "value": 1, "forever": true}),
+            413,
+            "kv_key_too_large",
+        ),
+        (
+            json!({"op": "put", "ns": ns, "key": "x", "value": "v".repeat(70_000), "forever": true}),
+            413,
+            "kv_value_too_large",
+        ),
+        (
+            json!({"op": "put", "ns": "Bad NS", "key": "x", "value": 1, "forever": true}),
+            400,
+            "kv_bad_namespace",
+        ),
+        (
+            json!({"op": "put", "ns": ns, "key": "k", "value": 2, "forever": true}),
+            400,
+            "kv_duplicate_key_in_call",
+        ),
     ] {
         let (s, body) = b
-            .post("/api/v1/kv", &json!({ "operations": [good.clone(), bad.clone()] }))
+            .post(
+                "/api/v1/kv",
+                &json!({ "operations": [good.clone(), bad.clone()] }),
+            )
             .await;
         assert_eq!(s.as_u16(), status, "{bad} -> {body}");
         assert_eq!(body["reason"], reason, "{body}");
         assert!(body["error"].is_string(), "{body}");
     }
     let (s, body) = b.post("/api/v1/kv", &json!({"operations": "x"})).await;
-    assert_eq!((s, body["reason"].as_str()), (StatusCode::BAD_REQUEST, Some("kv_bad_body")));
-    let many: Vec<Value> = (0..257).map(|i| json!({"op": "get", "ns": ns, "key": format!("{i}")})).collect();
+    assert_eq!(
+        (s, body["reason"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("kv_bad_body"))
+    );
+    let many: Vec<Value> = (0..257)
+        .map(|i| json!({"op": "get", "ns": ns, "key": format!("{i}")}))
+        .collect();
     let (s, body) = b.post("/api/v1/kv", &json!(many)).await;
-    assert_eq!((s, body["reason"].as_str()), (StatusCode::BAD_REQUEST, Some("kv_too_many_ops")));
+    assert_eq!(
+        (s, body["reason"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("kv_too_many_ops"))
+    );
     let got = kv1(&b, json!({"op": "get", "ns": ns, "key": "k"})).await;
     assert_eq!(got["found"], false, "a refused call wrote nothing: {got}");
 }
@@ -90,15 +129,24 @@ async fn versions_rise_across_delete_and_expiry() {
         last = v;
     }
     tokio::time::sleep(Duration::from_millis(1200)).await;
-    let r = kv1(&b, json!({"op": "incr", "ns": ns, "key": "k", "delta": 3, "forever": true})).await;
-    assert_eq!((r["applied"].as_bool(), r["value"].as_i64()), (Some(true), Some(3)), "an expired row counts as 0: {r}");
+    let r = kv1(
+        &b,
+        json!({"op": "incr", "ns": ns, "key": "k", "delta": 3, "forever": true}),
+    )
+    .await;
+    assert_eq!(
+        (r["applied"].as_bool(), r["value"].as_i64()),
+        (Some(true), Some(3)),
+        "an expired row counts as 0: {r}"
+    );
     assert!(r["version"].as_i64().unwrap() > last);
 }
 
 #[tokio::test]
 async fn lock_tokens_only_rise_and_guards_follow_them() {
     let (_db, b) = setup().await;
-    let acquire = |owner: &str| json!({"op": "acquire", "name": "job", "ttlSeconds": 30, "owner": owner});
+    let acquire =
+        |owner: &str| json!({"op": "acquire", "name": "job", "ttlSeconds": 30, "owner": owner});
     let (_, r) = b.post("/api/v1/locks", &json!([acquire("a")])).await;
     let a = r["results"][0].clone();
     assert_eq!(a["acquired"], true, "{r}");
@@ -107,7 +155,10 @@ async fn lock_tokens_only_rise_and_guards_follow_them() {
     assert_eq!(r["results"][0]["reason"], "held");
     assert_eq!(r["results"][0]["holders"][0]["owner"], "a");
     let (_, r) = b
-        .post("/api/v1/locks", &json!([{"op": "release", "name": "job", "token": a["token"]}]))
+        .post(
+            "/api/v1/locks",
+            &json!([{"op": "release", "name": "job", "token": a["token"]}]),
+        )
         .await;
     assert_eq!(r["results"][0]["released"], true, "{r}");
     let (_, r) = b.post("/api/v1/locks", &json!([acquire("b")])).await;
@@ -117,14 +168,28 @@ async fn lock_tokens_only_rise_and_guards_follow_them() {
     let q = unique("guarded");
     let push = json!({"type": "push", "items": [{"queue": q, "payload": {"n": 1}}]});
     let (s, r) = b
-        .post("/api/v1/transaction", &json!({"operations": [push.clone()], "kv": [a["guard"]]}))
+        .post(
+            "/api/v1/transaction",
+            &json!({"operations": [push.clone()], "kv": [a["guard"]]}),
+        )
         .await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!((r["success"].as_bool(), r["reason"].as_str()), (Some(false), Some("kv_precondition")), "{r}");
+    assert_eq!(
+        (r["success"].as_bool(), r["reason"].as_str()),
+        (Some(false), Some("kv_precondition")),
+        "{r}"
+    );
     let (s, _) = b.get(&pop_path(&q, None, "wait=false")).await;
-    assert_eq!(s, StatusCode::NO_CONTENT, "the stale holder's push committed");
+    assert_eq!(
+        s,
+        StatusCode::NO_CONTENT,
+        "the stale holder's push committed"
+    );
     let (_, r) = b
-        .post("/api/v1/transaction", &json!({"operations": [push], "kv": [bb["guard"]]}))
+        .post(
+            "/api/v1/transaction",
+            &json!({"operations": [push], "kv": [bb["guard"]]}),
+        )
         .await;
     assert_eq!(r["success"], true, "{r}");
     assert_eq!(r["results"][1]["type"], "kv");
@@ -137,14 +202,28 @@ async fn bad_timer_calls_are_refused_and_schedule_nothing() {
     let q = unique("tbad");
     let ok = json!({"op": "schedule", "queue": q, "timerKey": "k", "payload": b64(&json!(1)), "delayMs": 10, "txn": "t1"});
     for (bad, status) in [
-        (json!({"op": "schedule", "queue": q, "timerKey": "x", "payload": "@@", "delayMs": 1}), 400),
-        (json!({"op": "schedule", "queue": q, "timerKey": "x", "payload": b64(&json!(1)), "delayMs": 99_999_999_999i64}), 403),
-        (json!({"op": "schedule", "queue": q, "timerKey": "x", "payload": b64(&json!(1)), "delayMs": 1, "messageId": "m"}), 400),
+        (
+            json!({"op": "schedule", "queue": q, "timerKey": "x", "payload": "@@", "delayMs": 1}),
+            400,
+        ),
+        (
+            json!({"op": "schedule", "queue": q, "timerKey": "x", "payload": b64(&json!(1)), "delayMs": 99_999_999_999i64}),
+            403,
+        ),
+        (
+            json!({"op": "schedule", "queue": q, "timerKey": "x", "payload": b64(&json!(1)), "delayMs": 1, "messageId": "m"}),
+            400,
+        ),
         (json!({"op": "frob", "queue": q, "timerKey": "x"}), 400),
     ] {
-        let (s, body) = b.post("/api/v1/timers", &json!([ok.clone(), bad.clone()])).await;
+        let (s, body) = b
+            .post("/api/v1/timers", &json!([ok.clone(), bad.clone()]))
+            .await;
         assert_eq!(s.as_u16(), status, "{bad} -> {body}");
-        assert!(body["error"].is_string() && body["reason"].is_string(), "{body}");
+        assert!(
+            body["error"].is_string() && body["reason"].is_string(),
+            "{body}"
+        );
     }
     let (s, body) = b.get(&format!("/api/v1/timers/{q}/k")).await;
     assert_eq!(s, StatusCode::OK);
@@ -179,14 +258,17 @@ async fn a_failing_bundle_schedules_no_timer_and_writes_no_key() {
 
 async fn three() -> (TestDb, TestCluster) {
     let db = TestDb::new().await.expect("create test database");
-    let c = TestCluster::start(3, &db, &[]).await.expect("start cluster");
+    let c = TestCluster::start(3, &db, &[])
+        .await
+        .expect("start cluster");
     (db, c)
 }
 
 #[tokio::test]
 async fn a_lock_taken_through_one_replica_is_refused_through_another() {
     let (_db, c) = three().await;
-    let acquire = |owner: &str| json!([{"op": "acquire", "name": "ha", "ttlSeconds": 30, "owner": owner}]);
+    let acquire =
+        |owner: &str| json!([{"op": "acquire", "name": "ha", "ttlSeconds": 30, "owner": owner}]);
     let (_, r) = c.node(0).post("/api/v1/locks", &acquire("a")).await;
     let first = r["results"][0].clone();
     assert_eq!(first["acquired"], true, "{r}");
@@ -209,7 +291,10 @@ async fn a_lock_taken_through_one_replica_is_refused_through_another() {
     for t in tasks {
         let r = t.await.unwrap();
         if r["acquired"] == true {
-            assert!(slots.insert(r["slot"].as_i64().unwrap()), "slot given twice: {r}");
+            assert!(
+                slots.insert(r["slot"].as_i64().unwrap()),
+                "slot given twice: {r}"
+            );
         }
     }
     assert_eq!(slots.len(), 3, "{slots:?}");
@@ -226,20 +311,30 @@ async fn timers_fire_exactly_once_and_not_early_with_three_replicas() {
         let op = json!({"op": "schedule", "queue": q, "timerKey": format!("t{i}"), "payload": b64(&json!({"i": i})), "delayMs": delay, "txn": format!("txn-{i}")});
         let (s, r) = c.node(i % 3).post("/api/v1/timers", &json!([op])).await;
         assert_eq!(s, StatusCode::OK, "{r}");
-        let at = chrono::DateTime::parse_from_rfc3339(r["results"][0]["deliverAt"].as_str().unwrap()).unwrap();
+        let at =
+            chrono::DateTime::parse_from_rfc3339(r["results"][0]["deliverAt"].as_str().unwrap())
+                .unwrap();
         due.insert(format!("txn-{i}"), at);
     }
     let mut seen = HashSet::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     while seen.len() < n && Instant::now() < deadline {
-        let (s, body) = c.node(seen.len() % 3).get(&pop_path(&q, None, "wait=true&timeout=2000&batch=50")).await;
+        let (s, body) = c
+            .node(seen.len() % 3)
+            .get(&pop_path(&q, None, "wait=true&timeout=2000&batch=50"))
+            .await;
         if s != StatusCode::OK {
             continue;
         }
         for m in body["messages"].as_array().unwrap() {
             let txn = m["transactionId"].as_str().unwrap().to_owned();
-            let created = chrono::DateTime::parse_from_rfc3339(m["createdAt"].as_str().unwrap()).unwrap();
-            assert!(created >= due[&txn], "{txn} appended at {created}, due {}", due[&txn]);
+            let created =
+                chrono::DateTime::parse_from_rfc3339(m["createdAt"].as_str().unwrap()).unwrap();
+            assert!(
+                created >= due[&txn],
+                "{txn} appended at {created}, due {}",
+                due[&txn]
+            );
             assert!(seen.insert(txn.clone()), "{txn} delivered twice");
             let ack = json!({"transactionId": txn, "partitionId": m["partitionId"], "status": "completed", "leaseId": m["leaseId"]});
             c.node(0).post("/api/v1/ack", &ack).await;
@@ -247,6 +342,9 @@ async fn timers_fire_exactly_once_and_not_early_with_three_replicas() {
     }
     assert_eq!(seen.len(), n, "every timer fired");
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    let (s, body) = c.node(1).get(&pop_path(&q, None, "wait=false&batch=50")).await;
+    let (s, body) = c
+        .node(1)
+        .get(&pop_path(&q, None, "wait=false&batch=50"))
+        .await;
     assert_eq!(s, StatusCode::NO_CONTENT, "a timer fired twice: {body}");
 }

@@ -224,7 +224,10 @@ pub fn parse_ops(
         if op.kind.is_write_or_check() && !written.insert((op.ns.clone(), op.key.clone())) {
             return Err(bad(
                 "kv_duplicate_key_in_call",
-                format!("operation {i}: key {:?} is written or checked twice", op.key),
+                format!(
+                    "operation {i}: key {:?} is written or checked twice",
+                    op.key
+                ),
             ));
         }
         out.push(op);
@@ -262,7 +265,10 @@ fn parse_op(v: &Value, in_transaction: bool) -> Result<KvOp, Coded> {
         other => {
             return Err(bad(
                 "kv_unknown_op",
-                format!("unknown op {}", other.map_or("(none)".into(), |s| format!("{s:?}"))),
+                format!(
+                    "unknown op {}",
+                    other.map_or("(none)".into(), |s| format!("{s:?}"))
+                ),
             ))
         }
     };
@@ -400,14 +406,25 @@ mod tests {
     use super::*;
 
     fn refused(v: Value) -> String {
-        parse_ops(&[v], MAX_OPS, MAX_KEYS, false).unwrap_err().reason
+        parse_ops(&[v], MAX_OPS, MAX_KEYS, false)
+            .unwrap_err()
+            .reason
     }
 
     #[test]
     fn bad_operations_are_refused_with_their_reason() {
-        assert_eq!(refused(json!({"op": "frob", "ns": "a", "key": "k"})), "kv_unknown_op");
-        assert_eq!(refused(json!({"op": "get", "ns": "A", "key": "k"})), "kv_bad_namespace");
-        assert_eq!(refused(json!({"op": "get", "ns": "a", "key": ""})), "kv_bad_key");
+        assert_eq!(
+            refused(json!({"op": "frob", "ns": "a", "key": "k"})),
+            "kv_unknown_op"
+        );
+        assert_eq!(
+            refused(json!({"op": "get", "ns": "A", "key": "k"})),
+            "kv_bad_namespace"
+        );
+        assert_eq!(
+            refused(json!({"op": "get", "ns": "a", "key": ""})),
+            "kv_bad_key"
+        );
         assert_eq!(
             refused(json!({"op": "get", "ns": "a", "key": "x".repeat(513)})),
             "kv_key_too_large"
@@ -421,24 +438,39 @@ mod tests {
             "kv_bad_ttl"
         );
         assert_eq!(
-            refused(json!({"op": "put", "ns": "a", "key": "k", "value": 1, "forever": true, "expect": -1})),
+            refused(
+                json!({"op": "put", "ns": "a", "key": "k", "value": 1, "forever": true, "expect": -1})
+            ),
             "kv_bad_expect"
         );
         assert_eq!(
-            refused(json!({"op": "put", "ns": "a", "key": "k", "value": 1, "forever": true, "expect": true})),
+            refused(
+                json!({"op": "put", "ns": "a", "key": "k", "value": 1, "forever": true, "expect": true})
+            ),
             "kv_bad_expect"
         );
-        assert_eq!(refused(json!({"op": "check", "ns": "a", "key": "k"})), "kv_bad_expect");
+        assert_eq!(
+            refused(json!({"op": "check", "ns": "a", "key": "k"})),
+            "kv_bad_expect"
+        );
         assert_eq!(
             refused(json!({"op": "incr", "ns": "a", "key": "k", "forever": true, "delta": true})),
             "kv_bad_request"
         );
         assert_eq!(
-            refused(json!({"op": "put", "ns": "a", "key": "k", "forever": true, "value": "x".repeat(70_000)})),
+            refused(
+                json!({"op": "put", "ns": "a", "key": "k", "forever": true, "value": "x".repeat(70_000)})
+            ),
             "kv_value_too_large"
         );
-        assert_eq!(refused(json!({"op": "getPrefix", "ns": "a", "prefix": ""})), "kv_prefix_required");
-        assert_eq!(refused(json!({"op": "get", "ns": "a", "key": "k", "tenant": "t"})), "kv_tenant_not_an_input");
+        assert_eq!(
+            refused(json!({"op": "getPrefix", "ns": "a", "prefix": ""})),
+            "kv_prefix_required"
+        );
+        assert_eq!(
+            refused(json!({"op": "get", "ns": "a", "key": "k", "tenant": "t"})),
+            "kv_tenant_not_an_input"
+        );
         assert_eq!(refused(json!(3)), "kv_bad_request");
     }
 

@@ -141,7 +141,10 @@ fn has_control(s: &str) -> bool {
 fn name_of(m: &Map<String, Value>) -> Result<String, Coded> {
     match m.get("name") {
         Some(Value::String(s))
-            if !s.is_empty() && s.len() <= MAX_NAME_BYTES && !has_control(s) && !s.contains('#') =>
+            if !s.is_empty()
+                && s.len() <= MAX_NAME_BYTES
+                && !has_control(s)
+                && !s.contains('#') =>
         {
             Ok(s.clone())
         }
@@ -287,7 +290,10 @@ fn parse_op(v: &Value) -> Result<LockOp, Coded> {
         other => {
             return Err(bad(
                 "locks_unknown_op",
-                format!("unknown op {}", other.map_or("(none)".into(), |s| format!("{s:?}"))),
+                format!(
+                    "unknown op {}",
+                    other.map_or("(none)".into(), |s| format!("{s:?}"))
+                ),
             ))
         }
     };
@@ -304,9 +310,18 @@ mod tests {
 
     #[test]
     fn bad_lock_operations_are_refused() {
-        assert_eq!(refused(json!({"op": "grab", "name": "a"})), "locks_unknown_op");
-        assert_eq!(refused(json!({"op": "acquire", "name": "a#b", "ttlSeconds": 5})), "locks_bad_name");
-        assert_eq!(refused(json!({"op": "acquire", "name": "a"})), "locks_ttl_required");
+        assert_eq!(
+            refused(json!({"op": "grab", "name": "a"})),
+            "locks_unknown_op"
+        );
+        assert_eq!(
+            refused(json!({"op": "acquire", "name": "a#b", "ttlSeconds": 5})),
+            "locks_bad_name"
+        );
+        assert_eq!(
+            refused(json!({"op": "acquire", "name": "a"})),
+            "locks_ttl_required"
+        );
         assert_eq!(
             refused(json!({"op": "acquire", "name": "a", "ttlSeconds": 5, "forever": true})),
             "locks_bad_ttl"
@@ -315,7 +330,10 @@ mod tests {
             refused(json!({"op": "acquire", "name": "a", "ttlSeconds": 5, "limit": 0})),
             "locks_bad_limit"
         );
-        assert_eq!(refused(json!({"op": "renew", "name": "a", "ttlSeconds": 5})), "locks_token_required");
+        assert_eq!(
+            refused(json!({"op": "renew", "name": "a", "ttlSeconds": 5})),
+            "locks_token_required"
+        );
         assert_eq!(
             refused(json!({"op": "release", "name": "a", "token": 1, "slot": 5000})),
             "locks_bad_slot"
@@ -324,7 +342,13 @@ mod tests {
             refused(json!({"op": "acquire", "name": "a", "ttlSeconds": 5, "owner": ""})),
             "locks_bad_owner"
         );
-        let twice = [json!({"op": "get", "name": "a"}), json!({"op": "get", "name": "a"})];
-        assert_eq!(parse_ops(&twice).unwrap_err().reason, "locks_duplicate_in_call");
+        let twice = [
+            json!({"op": "get", "name": "a"}),
+            json!({"op": "get", "name": "a"}),
+        ];
+        assert_eq!(
+            parse_ops(&twice).unwrap_err().reason,
+            "locks_duplicate_in_call"
+        );
     }
 }

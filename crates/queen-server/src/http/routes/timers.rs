@@ -73,7 +73,11 @@ pub async fn schedule(
         let sub = caller.as_ref().and_then(|c| c.0.subject.clone());
         let reqs = parse_ops(&ops, sub)?;
         let (writes, verdicts) = app.broker.timers(reqs).await.map_err(unavailable)?;
-        let results: Vec<Value> = writes.iter().zip(&verdicts).map(|(w, v)| element(w, v)).collect();
+        let results: Vec<Value> = writes
+            .iter()
+            .zip(&verdicts)
+            .map(|(w, v)| element(w, v))
+            .collect();
         Ok::<_, Coded>(Json(json!({ "results": results })).into_response())
     };
     run.await.unwrap_or_else(IntoResponse::into_response)
@@ -214,13 +218,17 @@ fn queue_of(s: &str) -> Result<queen_proto::QueueName, Coded> {
 
 fn key_of(v: Option<&Value>) -> Result<String, Coded> {
     match v {
-        Some(Value::String(s)) if !s.is_empty() && !s.contains('\0') && s.len() <= MAX_KEY_BYTES => {
+        Some(Value::String(s))
+            if !s.is_empty() && !s.contains('\0') && s.len() <= MAX_KEY_BYTES =>
+        {
             Ok(s.clone())
         }
         None | Some(Value::Null) => Err(bad("timers_key_required", "timerKey is required")),
         _ => Err(bad(
             "timers_bad_key",
-            format!("timerKey must be a non-empty string of at most {MAX_KEY_BYTES} bytes without NUL"),
+            format!(
+                "timerKey must be a non-empty string of at most {MAX_KEY_BYTES} bytes without NUL"
+            ),
         )),
     }
 }
@@ -301,7 +309,10 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Coded> 
         other => {
             return Err(bad(
                 "timers_unknown_op",
-                format!("unknown op {}", other.map_or("(none)".into(), |s| format!("{s:?}"))),
+                format!(
+                    "unknown op {}",
+                    other.map_or("(none)".into(), |s| format!("{s:?}"))
+                ),
             ))
         }
     }
@@ -333,7 +344,9 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Coded> 
             format!("delayMs beyond the horizon of {HORIZON_MS} ms"),
         ));
     }
-    if m.get("payloadZstd").is_some_and(|z| z == &Value::Bool(true)) {
+    if m.get("payloadZstd")
+        .is_some_and(|z| z == &Value::Bool(true))
+    {
         return Err(bad(
             "timers_zstd_unsupported",
             "this broker does not take zstd payloads; send the payload uncompressed",
@@ -341,7 +354,12 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Coded> 
     }
     let payload = match m.get("payload") {
         Some(Value::String(p)) => p,
-        _ => return Err(bad("timers_payload_required", "payload (base64) is required")),
+        _ => {
+            return Err(bad(
+                "timers_payload_required",
+                "payload (base64) is required",
+            ))
+        }
     };
     if payload.len() > MAX_PAYLOAD_BYTES / 3 * 4 + 8 {
         return Err(Coded::too_large(
@@ -390,7 +408,8 @@ mod tests {
     #[test]
     fn bad_timer_operations_are_refused() {
         let p = base64::engine::general_purpose::STANDARD.encode(b"{\"a\":1}");
-        let ok = json!({"op": "schedule", "queue": "q", "timerKey": "k", "payload": p, "delayMs": 5});
+        let ok =
+            json!({"op": "schedule", "queue": "q", "timerKey": "k", "payload": p, "delayMs": 5});
         assert!(parse_ops(std::slice::from_ref(&ok), None).is_ok());
         let with = |k: &str, v: Value| {
             let mut o = ok.clone();
@@ -398,16 +417,34 @@ mod tests {
             o
         };
         assert_eq!(refused(with("op", json!("frob"))).1, "timers_unknown_op");
-        assert_eq!(refused(with("deliverAt", json!("x"))).1, "timers_server_owned_field");
+        assert_eq!(
+            refused(with("deliverAt", json!("x"))).1,
+            "timers_server_owned_field"
+        );
         assert_eq!(refused(with("_x", json!(1))).1, "timers_server_owned_field");
-        assert_eq!(refused(with("payload", json!("%%%"))).1, "timers_payload_not_base64");
+        assert_eq!(
+            refused(with("payload", json!("%%%"))).1,
+            "timers_payload_not_base64"
+        );
         assert_eq!(refused(with("delayMs", json!("5"))).1, "timers_bad_delay");
-        assert_eq!(refused(with("delayMs", json!(HORIZON_MS + 1))), (403, "timers_horizon".into()));
-        assert_eq!(refused(with("partition", json!(""))).1, "timers_bad_partition");
+        assert_eq!(
+            refused(with("delayMs", json!(HORIZON_MS + 1))),
+            (403, "timers_horizon".into())
+        );
+        assert_eq!(
+            refused(with("partition", json!(""))).1,
+            "timers_bad_partition"
+        );
         assert_eq!(refused(with("timerKey", json!(""))).1, "timers_bad_key");
         let raw = base64::engine::general_purpose::STANDARD.encode(b"not json");
-        assert_eq!(refused(with("payload", json!(raw))).1, "timers_payload_not_json");
+        assert_eq!(
+            refused(with("payload", json!(raw))).1,
+            "timers_payload_not_json"
+        );
         let twice = [ok.clone(), ok];
-        assert_eq!(parse_ops(&twice, None).unwrap_err().reason, "timers_duplicate_in_call");
+        assert_eq!(
+            parse_ops(&twice, None).unwrap_err().reason,
+            "timers_duplicate_in_call"
+        );
     }
 }

@@ -120,9 +120,13 @@ fn render(result: &crate::broker::TxResult) -> TransactionResponse {
             .map(|(i, o)| entry(i, o, &result.transaction_ids, &result.queues))
             .collect()
     };
-    failure_or(result.transaction_id, &result.transaction_ids, result.failure.as_ref(), || {
-        entries(&result.outcomes)
-    }, entries)
+    failure_or(
+        result.transaction_id,
+        &result.transaction_ids,
+        result.failure.as_ref(),
+        || entries(&result.outcomes),
+        entries,
+    )
 }
 
 /// The answer of a transaction: its entries, or the failure that undid it.
