@@ -74,5 +74,6 @@ async def test_timer_in_a_transaction_commits_with_it(ctx: Ctx):
     got = await ctx.client.queue(q).wait(True).timeout_millis(8000).pop()
     assert [m["data"] for m in got] == [{"x": 2}], got
     with pytest.raises(TimerError) as e:
-        await ctx.client.timers.batch([{"op": "schedule", "queue": q, "timerKey": "z", "payload": "e30=", "delayMs": 1, "deliverAt": "now"}])
-    assert e.value.status == 400 and e.value.reason == "timers_server_owned_field"
+        await ctx.client.timers.batch([{"op": "schedule", "queue": q, "timerKey": "z", "payload": "@@ not base64", "delayMs": 1}])
+    assert e.value.status == 400 and e.value.reason == "timers_payload_not_base64"
+    assert (await ctx.client.timers.peek(q, "z"))["found"] is False
