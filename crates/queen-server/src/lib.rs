@@ -168,4 +168,58 @@ mod layering {
         std::fs::write(dir.path().join("x.rs"), "use crate::broker::Broker;\n").expect("write");
         assert_eq!(violations(dir.path(), &["crate::broker"]).len(), 1);
     }
+
+    /// The most lines a source file may hold before its tests start.
+    const MAX_LINES: usize = 600;
+
+    /// `(file, lines)` for every `.rs` file below `dir` whose code before its
+    /// first `#[cfg(test)]` runs past [`MAX_LINES`]; files that are tests
+    /// (`tests.rs`, `*_tests.rs`) are left out.
+    fn oversized(dir: &Path) -> Vec<(String, usize)> {
+        let mut found = Vec::new();
+        let mut stack = vec![dir.to_path_buf()];
+        while let Some(d) = stack.pop() {
+            for entry in std::fs::read_dir(&d).expect("readable source dir") {
+                let path = entry.expect("dir entry").path();
+                let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+                if path.is_dir() {
+                    stack.push(path);
+                } else if name.ends_with(".rs")
+                    && name != "tests.rs"
+                    && !name.ends_with("_tests.rs")
+                {
+                    let text = std::fs::read_to_string(&path).expect("readable source");
+                    let lines = text
+                        .lines()
+                        .take_while(|l| l.trim() != "#[cfg(test)]")
+                        .count();
+                    if lines > MAX_LINES {
+                        found.push((path.display().to_string(), lines));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn no_source_file_is_past_what_one_person_holds() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for entry in std::fs::read_dir(&crates).expect("crates dir") {
+            let src = entry.expect("dir entry").path().join("src");
+            if src.is_dir() {
+                assert_eq!(oversized(&src), [], "split these files by concern");
+            }
+        }
+    }
+
+    #[test]
+    fn the_size_check_sees_a_long_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let long = "fn f() {}\n".repeat(MAX_LINES + 1);
+        std::fs::write(dir.path().join("x.rs"), &long).expect("write");
+        assert_eq!(oversized(dir.path()).len(), 1);
+        std::fs::write(dir.path().join("x.rs"), format!("#[cfg(test)]\n{long}")).expect("write");
+        assert_eq!(oversized(dir.path()), []);
+    }
 }

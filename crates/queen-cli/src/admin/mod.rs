@@ -1,15 +1,17 @@
 //! `queen status`, `queues`, `dlq`, `groups`, `maintenance`, `messages`,
 //! `traces` and `metrics`.
 
-use queen_client::{Client, MessageFilter, RetryPolicy, Seek};
+use queen_client::{Client, RetryPolicy, Seek};
 use serde_json::{json, Value};
 
-use crate::cli::{
-    ConfigureArgs, DlqCommand, GroupsCommand, MaintenanceArgs, MessagesCommand, MetricsArgs, OnOff,
-    QueuesCommand, TracesCommand,
-};
+use crate::cli::{ConfigureArgs, GroupsCommand, MaintenanceArgs, OnOff, QueuesCommand};
 use crate::output::{self, cell, Failure, Table};
 
+mod dlq;
+mod inspect;
+
+pub use dlq::dlq;
+pub use inspect::{messages, metrics, traces};
 /// The elements of the array at `key` of `v` (or of `v` itself with an empty key).
 fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
     let arr = if key.is_empty() { v } else { &v[key] };
@@ -241,137 +243,6 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
     })
 }
 
-pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Failure> {
-    match cmd {
-        DlqCommand::List(a) => {
-            let mut q = client.dlq().limit(a.limit).offset(a.offset);
-            if let Some(v) = a.queue {
-                q = q.queue(v);
-            }
-            if let Some(v) = a.group {
-                q = q.group(v);
-            }
-            if let Some(v) = a.partition {
-                q = q.partition(v);
-            }
-            if let Some(v) = a.from {
-                q = q.from(v);
-            }
-            if let Some(v) = a.to {
-                q = q.to(v);
-            }
-            let page = q.get().await?;
-            let v = serde_json::to_value(&page).unwrap_or(Value::Null);
-            show(&v, json, |p| {
-                let t = table(
-                    items(p, "messages"),
-                    &[
-                        ("QUEUE", "/queue"),
-                        ("PARTITION", "/partition"),
-                        ("GROUP", "/consumerGroup"),
-                        ("PARTITION ID", "/partitionId"),
-                        ("TRANSACTION ID", "/transactionId"),
-                        ("RETRIES", "/retryCount"),
-                        ("FAILED AT", "/failedAt"),
-                        ("ERROR", "/errorMessage"),
-                    ],
-                );
-                t.print_or("no dead letter");
-                if !t.is_empty() {
-                    crate::outln!("{} of {}", items(p, "messages").len(), cell(&p["total"]));
-                }
-            })
-        }
-        DlqCommand::Retry {
-            partition_id,
-            transaction_id,
-        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, json).await,
-        DlqCommand::Delete {
-            partition_id,
-            transaction_id,
-        } => delete_dead_letter(client, &partition_id, &transaction_id, json).await,
-    }
-}
-
-/// Fails with `what: <v[reason]>` unless the answer says `"success": true`.
-fn succeeded(v: &Value, reason: &str, what: &str) -> Result<(), Failure> {
-    if v["success"] == true {
-        Ok(())
-    } else {
-        Err(Failure::Error(format!("{what}: {}", cell(&v[reason]))))
-    }
-}
-
-/// What `dlq`/`messages` do to one message by its ids.
-#[derive(Debug, Clone, Copy)]
-enum ById {
-    Retry,
-    Delete,
-}
-
-async fn by_ids(
-    client: &Client,
-    op: ById,
-    partition_id: &str,
-    transaction_id: &str,
-    json: bool,
-) -> Result<(), Failure> {
-    let admin = client.admin();
-    let v = match op {
-        ById::Retry => {
-            let v = admin.retry_message(partition_id, transaction_id).await?;
-            succeeded(&v, "error", "the broker did not retry the message")?;
-            v
-        }
-        ById::Delete => {
-            let v = admin.delete_message(partition_id, transaction_id).await?;
-            succeeded(&v, "message", "nothing deleted")?;
-            v
-        }
-    };
-    show(&v, json, |v| match op {
-        ById::Retry => crate::outln!(
-            "moved {transaction_id} back into its partition ({})",
-            cell(&v["result"])
-        ),
-        ById::Delete => crate::outln!("deleted message {transaction_id}"),
-    })
-}
-
-/// Deletes a dead-lettered message (`DELETE /api/v1/messages/:p/:t`, which in
-/// the contract takes the message's dead letters with it) and checks that
-/// the dead letter is gone, since a broker may keep it.
-async fn delete_dead_letter(
-    client: &Client,
-    partition_id: &str,
-    transaction_id: &str,
-    json: bool,
-) -> Result<(), Failure> {
-    let detail = client.admin().message(partition_id, transaction_id).await?;
-    by_ids(client, ById::Delete, partition_id, transaction_id, json).await?;
-    let (Some(queue), Some(partition)) = (detail["queue"].as_str(), detail["partition"].as_str())
-    else {
-        return Ok(());
-    };
-    let page = client
-        .dlq()
-        .queue(queue)
-        .partition(partition)
-        .limit(1000)
-        .get()
-        .await?;
-    if page
-        .messages
-        .iter()
-        .any(|d| d.transaction_id == transaction_id && d.partition_id == partition_id)
-    {
-        return Err(Failure::Error(
-            "the message is deleted, but the broker still lists its dead letter (it does not remove dead letters with their message)".into(),
-        ));
-    }
-    Ok(())
-}
-
 pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(), Failure> {
     let admin = client.admin();
     match cmd {
@@ -504,153 +375,47 @@ pub async fn maintenance(
     })
 }
 
-pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Result<(), Failure> {
-    match cmd {
-        MessagesCommand::List(a) => {
-            let filter = MessageFilter {
-                queue: a.queue,
-                partition: a.partition,
-                status: a.status,
-                from: a.from,
-                to: a.to,
-                limit: Some(a.limit),
-                offset: Some(a.offset),
-                ..Default::default()
-            };
-            let v = client.admin().messages(&filter).await?;
-            show(&v, json, |v| {
-                table(
-                    items(v, "messages"),
-                    &[
-                        ("QUEUE", "/queue"),
-                        ("PARTITION", "/partition"),
-                        ("PARTITION ID", "/partitionId"),
-                        ("TRANSACTION ID", "/transactionId"),
-                        ("STATUS", "/status"),
-                        ("CREATED", "/createdAt"),
-                    ],
-                )
-                .print_or("no message");
-            })
-        }
-        MessagesCommand::Show {
-            partition_id,
-            transaction_id,
-        } => {
-            let v = client
-                .admin()
-                .message(&partition_id, &transaction_id)
-                .await?;
-            show(&v, json, |m| {
-                crate::outln!(
-                    "{} {}/{}  status {}  created {}",
-                    cell(&m["transactionId"]),
-                    cell(&m["queue"]),
-                    cell(&m["partition"]),
-                    cell(&m["status"]),
-                    cell(&m["createdAt"])
-                );
-                crate::outln!("{}", m["payload"]);
-            })
-        }
-        MessagesCommand::Delete {
-            partition_id,
-            transaction_id,
-        } => by_ids(client, ById::Delete, &partition_id, &transaction_id, json).await,
-        MessagesCommand::Retry {
-            partition_id,
-            transaction_id,
-        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, json).await,
+/// Fails with `what: <v[reason]>` unless the answer says `"success": true`.
+fn succeeded(v: &Value, reason: &str, what: &str) -> Result<(), Failure> {
+    if v["success"] == true {
+        Ok(())
+    } else {
+        Err(Failure::Error(format!("{what}: {}", cell(&v[reason]))))
     }
 }
 
-pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(), Failure> {
+/// What `dlq`/`messages` do to one message by its ids.
+#[derive(Debug, Clone, Copy)]
+enum ById {
+    Retry,
+    Delete,
+}
+
+async fn by_ids(
+    client: &Client,
+    op: ById,
+    partition_id: &str,
+    transaction_id: &str,
+    json: bool,
+) -> Result<(), Failure> {
     let admin = client.admin();
-    match cmd {
-        TracesCommand::Show {
-            partition_id,
-            transaction_id,
-        } => {
-            let v = admin.traces(&partition_id, &transaction_id).await?;
-            show(&v, json, |v| {
-                table(
-                    items(v, "traces"),
-                    &[
-                        ("AT", "/created_at"),
-                        ("EVENT", "/event_type"),
-                        ("GROUP", "/consumer_group"),
-                        ("NAMES", "/trace_names"),
-                        ("DATA", "/data"),
-                    ],
-                )
-                .print_or("no trace");
-            })
+    let v = match op {
+        ById::Retry => {
+            let v = admin.retry_message(partition_id, transaction_id).await?;
+            succeeded(&v, "error", "the broker did not retry the message")?;
+            v
         }
-        TracesCommand::Name {
-            name,
-            limit,
-            offset,
-        } => {
-            let v = admin.traces_by_name(&name, limit, offset).await?;
-            show(&v, json, |v| {
-                table(
-                    items(v, "traces"),
-                    &[
-                        ("AT", "/created_at"),
-                        ("QUEUE", "/queue_name"),
-                        ("PARTITION", "/partition_name"),
-                        ("TRANSACTION ID", "/transaction_id"),
-                        ("EVENT", "/event_type"),
-                        ("DATA", "/data"),
-                    ],
-                )
-                .print_or("no trace");
-            })
+        ById::Delete => {
+            let v = admin.delete_message(partition_id, transaction_id).await?;
+            succeeded(&v, "message", "nothing deleted")?;
+            v
         }
-        TracesCommand::Names { limit } => {
-            let v = admin.trace_names(limit, 0).await?;
-            show(&v, json, |v| {
-                table(
-                    items(v, "trace_names"),
-                    &[
-                        ("NAME", "/trace_name"),
-                        ("EVENTS", "/trace_count"),
-                        ("MESSAGES", "/message_count"),
-                        ("LAST SEEN", "/last_seen"),
-                    ],
-                )
-                .print_or("no trace name");
-            })
-        }
-    }
-}
-
-pub async fn metrics(client: &Client, args: MetricsArgs, json: bool) -> Result<(), Failure> {
-    if args.prometheus {
-        crate::output::write_out(format_args!("{}", client.admin().prometheus().await?));
-        return Ok(());
-    }
-    let v = client.admin().metrics().await?;
-    show(&v, json, |v| {
-        let mut t = Table::new(&["METRIC", "VALUE"]);
-        flatten("", v, &mut t);
-        crate::outln!("{}", t.render());
+    };
+    show(&v, json, |v| match op {
+        ById::Retry => crate::outln!(
+            "moved {transaction_id} back into its partition ({})",
+            cell(&v["result"])
+        ),
+        ById::Delete => crate::outln!("deleted message {transaction_id}"),
     })
-}
-
-/// Rows `a.b.c  value` for every leaf of `v`.
-fn flatten(prefix: &str, v: &Value, t: &mut Table) {
-    match v {
-        Value::Object(map) => {
-            for (k, child) in map {
-                let key = if prefix.is_empty() {
-                    k.clone()
-                } else {
-                    format!("{prefix}.{k}")
-                };
-                flatten(&key, child, t);
-            }
-        }
-        leaf => t.row(vec![prefix.to_owned(), cell(leaf)]),
-    }
 }

@@ -1,0 +1,108 @@
+//! How a scenario case is written: `/`-separated tokens, parsed into a Case.
+
+use anyhow::{bail, Context as _, Result};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rate {
+    Max,
+    Fixed(f64),
+    HalfOfMax(f64),
+}
+
+/// A parsed case: `b100/n16/c16/p64/r50%`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Case {
+    pub head: Option<String>,
+    pub b: Option<u32>,
+    pub n: Option<u32>,
+    pub c: Option<u32>,
+    pub p: Option<u32>,
+    pub g: Option<u32>,
+    pub m: Option<u64>,
+    pub s: Option<f64>,
+    pub r: Option<Rate>,
+}
+
+pub fn parse_case(text: &str) -> Result<Case> {
+    let mut case = Case::default();
+    for (i, tok) in text.split('/').map(str::trim).enumerate() {
+        let Some(key) = tok.chars().next() else {
+            bail!("empty token in case {text:?}");
+        };
+        if i == 0 && tok.len() > 1 && tok != "rmax" && tok.bytes().all(|b| b.is_ascii_alphabetic())
+        {
+            case.head = Some(tok.to_owned());
+            continue;
+        }
+        let val = &tok[key.len_utf8()..];
+        let num = || -> Result<u64> {
+            val.parse()
+                .with_context(|| format!("bad number in {tok:?} of case {text:?}"))
+        };
+        let small = || -> Result<u32> { Ok(u32::try_from(num()?)?.max(1)) };
+        match key {
+            'b' => case.b = Some(small()?),
+            'n' => case.n = Some(small()?),
+            'c' if !val.is_empty() && val.bytes().all(|b| b.is_ascii_digit()) => {
+                case.c = Some(small()?);
+            }
+            'p' => case.p = Some(small()?),
+            'g' => case.g = Some(small()?),
+            'm' => case.m = Some(num()?.max(1)),
+            's' => {
+                case.s = Some(
+                    val.parse()
+                        .with_context(|| format!("bad seconds in case {text:?}"))?,
+                );
+            }
+            'r' if val == "max" => case.r = Some(Rate::Max),
+            'r' if val.ends_with('%') => {
+                let pct: f64 = val
+                    .trim_end_matches('%')
+                    .parse()
+                    .with_context(|| format!("bad rate in case {text:?}"))?;
+                case.r = Some(Rate::HalfOfMax(pct / 100.0));
+            }
+            'r' => case.r = Some(Rate::Fixed(num()? as f64)),
+            _ => bail!("unknown token {tok:?} in case {text:?}"),
+        }
+    }
+    Ok(case)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cases_parse() {
+        let c = parse_case("b100/n16/c8/p10000/r50%").unwrap();
+        assert_eq!(
+            (c.b, c.n, c.c, c.p, c.r),
+            (
+                Some(100),
+                Some(16),
+                Some(8),
+                Some(10000),
+                Some(Rate::HalfOfMax(0.5))
+            )
+        );
+        let c = parse_case("commit/c64/p64").unwrap();
+        assert_eq!(c.head.as_deref(), Some("commit"));
+        assert_eq!(c.c, Some(64));
+        assert_eq!(parse_case("b1/rmax").unwrap().r, Some(Rate::Max));
+        assert_eq!(
+            parse_case("b1/r50000/s2.5/m10").unwrap(),
+            Case {
+                b: Some(1),
+                r: Some(Rate::Fixed(50000.0)),
+                s: Some(2.5),
+                m: Some(10),
+                ..Case::default()
+            }
+        );
+        assert!(parse_case("b100/x3").is_err());
+        assert!(parse_case("b100/bx").is_err());
+        assert_eq!(parse_case("rows/b1").unwrap().head.as_deref(), Some("rows"));
+    }
+}
