@@ -352,14 +352,11 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Coded> 
             "this broker does not take zstd payloads; send the payload uncompressed",
         ));
     }
-    let payload = match m.get("payload") {
-        Some(Value::String(p)) => p,
-        _ => {
-            return Err(bad(
-                "timers_payload_required",
-                "payload (base64) is required",
-            ))
-        }
+    let Some(Value::String(payload)) = m.get("payload") else {
+        return Err(bad(
+            "timers_payload_required",
+            "payload (base64) is required",
+        ));
     };
     if payload.len() > MAX_PAYLOAD_BYTES / 3 * 4 + 8 {
         return Err(Coded::too_large(

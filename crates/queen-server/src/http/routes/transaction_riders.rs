@@ -19,11 +19,14 @@ use crate::http::coded::Coded;
 use crate::http::error::ApiError;
 use crate::store::KvOp;
 
+/// The validated `kv` and `timers` riders of one transaction.
+pub(super) type Riders = (Vec<KvOp>, Vec<TimerReq>);
+
 /// The riders of a transaction body, or `None` when it has neither.
 pub(super) fn parse(
     map: &Map<String, Value>,
     caller: Option<&crate::http::auth::Caller>,
-) -> Result<Option<(Vec<KvOp>, Vec<TimerReq>)>, Coded> {
+) -> Result<Option<Riders>, Coded> {
     let (kv_ops, timer_ops) = (map.get("kv"), map.get("timers"));
     if kv_ops.is_none() && timer_ops.is_none() {
         return Ok(None);
