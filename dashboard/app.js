@@ -110,11 +110,12 @@ async function refresh() {
     pill.className = "pill " + (health && health.status === "healthy" ? "ok" : "bad");
     $("server").textContent = health ? health.server + " " + health.version + " · " + health.worker_id : "";
 
-    const [overview, queues, groups, dlq] = await Promise.all([
+    const [overview, queues, groups, dlq, streams] = await Promise.all([
       api("/api/v1/resources/overview"),
       api("/api/v1/resources/queues"),
       api("/api/v1/consumer-groups"),
       api("/api/v1/dlq?limit=20"),
+      api("/api/v1/streams/queries"),
     ]);
     cards(overview);
     fill("queues", queues.queues || [], [
@@ -126,6 +127,10 @@ async function refresh() {
       [(g) => g.name], [(g) => g.queueName], [(g) => g.members, true],
       [(g) => g.partitionsWithLag, true], [(g) => g.maxTimeLag, true], [(g) => g.state],
       [(g) => g.subscriptionMode],
+    ]);
+    fill("streams", streams.queries || [], [
+      [(q) => q.name], [(q) => q.sourceQueue], [(q) => q.sinkQueue], [(q) => q.stateRows, true],
+      [(q) => q.lag, true],
     ]);
     fill("dlq", dlq.messages || [], [
       [(d) => d.failedAt], [(d) => d.queue], [(d) => d.partition], [(d) => d.consumerGroup],

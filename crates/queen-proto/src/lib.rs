@@ -11,6 +11,7 @@ pub mod admin;
 pub mod mesh;
 pub mod names;
 pub mod options;
+pub mod payload;
 pub mod responses;
 pub mod spool;
 pub mod status;

@@ -22,6 +22,7 @@ pub mod app;
 pub mod backoff;
 pub mod broker;
 pub mod config;
+pub mod embedded_pg;
 pub mod http;
 pub mod jobs;
 pub mod mesh;
@@ -64,8 +65,15 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     tracing::info!(config = %config.describe(), "effective configuration");
+    let set: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    for warning in config::unused_variable_warnings(set.iter().map(String::as_str)) {
+        tracing::warn!("{warning}");
+    }
     // built in dependency order: the broker takes the store, the spool and the mesh
     let store = Arc::new(Store::new(&config.db)?);
+    store.check_schema_owner().await?;
     let spool = Arc::new(open_spool(&config).await?);
     let mesh = if config.mesh.is_active() {
         let (mesh, inbox) = Mesh::start(
@@ -97,12 +105,8 @@ pub async fn run(
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
-    axum::serve(listener, http::router(app)?)
-        .with_graceful_shutdown({
-            let s = shutdown.clone();
-            async move { s.cancelled().await }
-        })
-        .await?;
+    let limits = broker.config().limits.clone();
+    http::serve::serve(listener, http::router(app)?, limits, shutdown.clone()).await?;
     shutdown.cancel();
     background.abort_all();
     tracing::info!("queen stopped");

@@ -18,7 +18,14 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker (applies migrations at start).
-    Serve,
+    Serve {
+        /// Run a private PostgreSQL from this machine's binaries in DIR
+        /// (created on first use, reachable only through a Unix socket there,
+        /// stopped with the broker, kept across restarts) instead of
+        /// connecting to PG_HOST/DATABASE_URL.
+        #[arg(long, value_name = "DIR")]
+        embedded_pg: Option<std::path::PathBuf>,
+    },
     /// Apply database migrations and exit.
     Migrate,
     /// Validate the configuration from the environment, print it, and exit.
@@ -48,7 +55,7 @@ fn main() -> std::process::ExitCode {
     };
     let result = runtime.block_on(async move {
         match cli.command {
-            Command::Serve => serve(config).await,
+            Command::Serve { embedded_pg } => serve(config, embedded_pg).await,
             Command::Migrate => migrate(config).await,
             Command::CheckConfig => {
                 println!("{}", config.describe());
@@ -65,7 +72,26 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+async fn serve(mut config: Config, embedded_pg: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+    let mut embedded = match embedded_pg {
+        Some(dir) => {
+            let pg = tokio::task::spawn_blocking(move || {
+                queen_server::embedded_pg::EmbeddedPg::start(&dir)
+            })
+            .await??;
+            pg.configure(&mut config.db);
+            Some(pg)
+        }
+        None => None,
+    };
+    let result = serve_on(config).await;
+    if let Some(pg) = embedded.as_mut() {
+        pg.stop();
+    }
+    result
+}
+
+async fn serve_on(config: Config) -> anyhow::Result<()> {
     let addr = (config.host, config.port);
     let listener = tokio::net::TcpListener::bind(addr)
         .await
@@ -104,7 +130,16 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
     let applied = store
         .migrate()
         .await
-        .map_err(|e| anyhow::anyhow!("{e}; point the broker at PostgreSQL with PG_HOST/PG_PORT/PG_USER/PG_PASSWORD/PG_DB or DATABASE_URL"))?;
+        .map_err(|e| {
+            if queen_server::store::is_foreign_schema(&e) {
+                anyhow::anyhow!("{e}")
+            } else {
+                anyhow::anyhow!(
+                    "cannot migrate PostgreSQL at {} ({e}): point the broker at a running server with PG_HOST/PG_PORT/PG_USER/PG_PASSWORD/PG_DB or DATABASE_URL",
+                    config.db.target()
+                )
+            }
+        })?;
     println!("migrations applied: {applied}");
     Ok(())
 }

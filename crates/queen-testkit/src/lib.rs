@@ -7,9 +7,11 @@
 mod broker;
 mod cluster;
 mod db;
+mod private_pg;
 mod proxy;
 
 pub use broker::{base_env, fresh_broker, TestBroker};
 pub use cluster::{free_port, TestCluster};
 pub use db::TestDb;
+pub use private_pg::{pg_bin_dir, PrivatePg};
 pub use proxy::FaultProxy;

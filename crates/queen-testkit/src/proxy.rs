@@ -1,4 +1,5 @@
-//! `FaultProxy`: a TCP relay on loopback whose link can be cut and restored.
+//! `FaultProxy`: a TCP relay on loopback whose link can be cut, hung and
+//! restored.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,11 +9,14 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
 /// Relays connections from a local port to `upstream`. While cut, it refuses new
-/// connections and has closed every open one.
+/// connections and has closed every open one. While hung, it accepts new
+/// connections and keeps every link open but forwards nothing either way:
+/// what a frozen server or a network partition looks like from the client.
 #[derive(Debug)]
 pub struct FaultProxy {
     addr: SocketAddr,
     cut: Arc<AtomicBool>,
+    hung: Arc<AtomicBool>,
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
     acceptor: JoinHandle<()>,
 }
@@ -23,20 +27,22 @@ impl FaultProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let cut = Arc::new(AtomicBool::new(false));
+        let hung = Arc::new(AtomicBool::new(false));
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let acceptor = {
             let cut = cut.clone();
+            let hung = hung.clone();
             let links = links.clone();
             tokio::spawn(async move {
-                while let Ok((mut inbound, _)) = listener.accept().await {
+                while let Ok((inbound, _)) = listener.accept().await {
                     if cut.load(Ordering::SeqCst) {
                         drop(inbound);
                         continue;
                     }
+                    let hung = hung.clone();
                     let link = tokio::spawn(async move {
-                        if let Ok(mut outbound) = TcpStream::connect(upstream).await {
-                            let _ =
-                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        if let Ok(outbound) = TcpStream::connect(upstream).await {
+                            relay(inbound, outbound, hung).await;
                         }
                     });
                     let mut links = links.lock().unwrap_or_else(|e| e.into_inner());
@@ -48,6 +54,7 @@ impl FaultProxy {
         Ok(Self {
             addr,
             cut,
+            hung,
             links,
             acceptor,
         })
@@ -67,9 +74,49 @@ impl FaultProxy {
         }
     }
 
-    /// Accepts connections again.
+    /// Stops forwarding: links stay open and new ones are accepted, but no
+    /// byte goes through in either direction until [`restore`](Self::restore)
+    /// (bytes read meanwhile are held, then delivered).
+    pub fn hang(&self) {
+        self.hung.store(true, Ordering::SeqCst);
+    }
+
+    /// Accepts connections and forwards bytes again.
     pub fn restore(&self) {
         self.cut.store(false, Ordering::SeqCst);
+        self.hung.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Copies both ways between `a` and `b`, holding every byte while `hung`.
+async fn relay(a: TcpStream, b: TcpStream, hung: Arc<AtomicBool>) {
+    let (ar, aw) = a.into_split();
+    let (br, bw) = b.into_split();
+    tokio::select! {
+        _ = pump(ar, bw, hung.clone()) => {}
+        _ = pump(br, aw, hung) => {}
+    }
+}
+
+/// Copies `from` into `to`; while `hung`, reads are held back before writing.
+async fn pump(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    hung: Arc<AtomicBool>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        while hung.load(Ordering::SeqCst) {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        if to.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
     }
 }
 

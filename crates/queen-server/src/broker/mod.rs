@@ -23,6 +23,7 @@ mod push;
 mod queues;
 pub mod recent;
 mod status;
+mod streams;
 pub mod surfaces;
 mod timers;
 mod transaction;
@@ -41,6 +42,7 @@ pub use push::{PushItem, PushOutcome};
 pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };
+pub use streams::{CycleDone, CycleRequest, StreamMetrics};
 pub use timers::TimerReq;
 pub use transaction::{TxOp, TxResult};
 
@@ -97,6 +99,8 @@ pub struct Broker {
     shutdown: CancellationToken,
     /// Metrics of KV, locks and timers, and the timer sweeper's alarm.
     surfaces: surfaces::Surfaces,
+    /// Counters of the `/streams/v1` routes.
+    streams: StreamMetrics,
 }
 
 impl Broker {
@@ -115,8 +119,10 @@ impl Broker {
             }
         }
         let surfaces = surfaces::Surfaces::new(&metrics.registry);
+        let streams = StreamMetrics::new(&metrics.registry);
         Arc::new(Self {
             surfaces,
+            streams,
             cipher: config
                 .encryption_key
                 .as_ref()

@@ -64,7 +64,11 @@ impl Broker {
     /// Whether the schema is migrated and the database answers.
     pub async fn health(&self) -> HealthStatus {
         HealthStatus {
-            healthy: self.store.is_ready() && self.store.ping().await.is_ok(),
+            // while the watchdog holds it lost, answer at once: the spool's
+            // replay loop probes and brings it back
+            healthy: self.store.is_ready()
+                && !self.store.is_lost()
+                && self.store.ping().await.is_ok(),
         }
     }
 
@@ -158,6 +162,7 @@ impl Broker {
             }
             m.dlq_depth.set(total);
         }
+        self.refresh_stream_gauges().await;
         m.mesh_auth.reset();
         m.mesh_auth
             .with_label_values(&[self.config.mesh.auth.as_str()])

@@ -95,7 +95,13 @@ impl Broker {
                 })
             }
             Err(failure) => {
-                if let Some(e) = failure.store.as_ref().filter(|e| e.is_unavailable()) {
+                // the database away or busy (a lock wait, a statement timeout):
+                // an error answer the client may retry, not a refused transaction
+                if let Some(e) = failure
+                    .store
+                    .as_ref()
+                    .filter(|e| e.is_unavailable() || e.is_timeout() || e.is_retryable())
+                {
                     return Err(BrokerError::Store(e.clone()));
                 }
                 Ok(TxResult {

@@ -34,6 +34,8 @@ pub struct AuthConfig {
     pub issuer: Option<String>,
     pub audience: Option<String>,
     pub clock_skew_secs: u64,
+    /// `JWT_ALLOW_NO_EXP`: tokens without `exp` are accepted (they never expire).
+    pub allow_no_exp: bool,
     pub skip_paths: Vec<String>,
     pub roles_claim: String,
     pub roles_array_claim: String,
@@ -150,9 +152,10 @@ pub(super) fn read_auth(r: &Reader<'_>) -> Result<AuthConfig, ConfigError> {
         jwks_refresh,
         jwks_timeout,
         jwks_min_refetch,
-        issuer: r.raw("JWT_ISSUER"),
-        audience: r.raw("JWT_AUDIENCE"),
+        issuer: r.raw("JWT_ISSUER").filter(|v| !v.trim().is_empty()),
+        audience: r.raw("JWT_AUDIENCE").filter(|v| !v.trim().is_empty()),
         clock_skew_secs: r.parsed("JWT_CLOCK_SKEW", defaults::JWT_CLOCK_SKEW_SECS)?,
+        allow_no_exp: r.boolean("JWT_ALLOW_NO_EXP", defaults::JWT_ALLOW_NO_EXP)?,
         skip_paths: r
             .string("JWT_SKIP_PATHS", defaults::JWT_SKIP_PATHS)
             .split(',')

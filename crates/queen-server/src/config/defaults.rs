@@ -15,6 +15,22 @@ pub(super) const PORT: u16 = 6632;
 pub(super) const SERVER_ID: &str = "queen";
 /// `MAX_BODY_BYTES`, 16 MiB: large enough for big batches, small enough to bound memory per request.
 pub(super) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+/// `HTTP_HEADER_TIMEOUT_MS`, 10 s: a slow mobile link sends a request head in well under a
+/// second; a client trickling one byte at a time is cut off this long after it started.
+pub(super) const HTTP_HEADER_TIMEOUT_MS: u64 = 10_000;
+/// `HTTP_BODY_TIMEOUT_MS`, 60 s: a full 16 MiB body at 300 KiB/s; a stalled upload ends here.
+pub(super) const HTTP_BODY_TIMEOUT_MS: u64 = 60_000;
+/// `HTTP_MAX_CONNECTIONS`: far above what the clients' pools open, far below the
+/// file-descriptor limits of a container.
+pub(super) const HTTP_MAX_CONNECTIONS: usize = 4_096;
+/// `MAX_PUSH_ITEMS`: ten times the clients' largest batch; bounds the rows of one push.
+pub(super) const MAX_PUSH_ITEMS: usize = 10_000;
+/// `MAX_TRANSACTION_OPERATIONS`: one transaction holds its partition locks until it commits,
+/// so it is kept to what commits in well under a second.
+pub(super) const MAX_TRANSACTION_OPERATIONS: usize = 1_000;
+/// `MAX_PAYLOAD_DEPTH`: deeper than any real document, shallow enough that every reader
+/// (this broker's, the clients' JSON parsers, PostgreSQL's jsonb) can parse it back.
+pub(super) const MAX_PAYLOAD_DEPTH: usize = 64;
 // `TOKIO_WORKER_THREADS` has none: unset, the runtime runs one thread per CPU.
 
 /// `LOG_LEVEL`: the reference's; routine events without the debug detail.
@@ -48,6 +64,22 @@ pub(super) const DB_CONNECTION_TIMEOUT_MS: u64 = 2_000;
 pub(super) const DB_STATEMENT_TIMEOUT_MS: u64 = 30_000;
 /// `DB_LOCK_TIMEOUT`, 10 s: the reference's; a stuck lock fails the request instead of hanging it.
 pub(super) const DB_LOCK_TIMEOUT_MS: u64 = 10_000;
+/// `DB_KEEPALIVES_IDLE`, 60 s: the reference's; an idle link is probed after a minute.
+pub(super) const DB_KEEPALIVES_IDLE_SECS: u64 = 60;
+/// `DB_KEEPALIVES_INTERVAL`, 10 s: the reference's gap between unanswered probes.
+pub(super) const DB_KEEPALIVES_INTERVAL_SECS: u64 = 10;
+/// `DB_KEEPALIVES_COUNT`: the reference's three unanswered probes before the link is dropped.
+pub(super) const DB_KEEPALIVES_COUNT: u32 = 3;
+/// `DB_TCP_USER_TIMEOUT_MS`, 30 s: the reference's; data unacknowledged this long drops the link.
+pub(super) const DB_TCP_USER_TIMEOUT_MS: u64 = 30_000;
+/// `DB_PROBE_INTERVAL_MS`, 1 s: how often the liveness probe asks `SELECT 1`; one tiny query a second.
+pub(super) const DB_PROBE_INTERVAL_MS: u64 = 1_000;
+/// `DB_PROBE_TIMEOUT_MS`, 5 s: an answer slower than this means a hung server, far above
+/// what a loaded but working server takes for `SELECT 1`.
+pub(super) const DB_PROBE_TIMEOUT_MS: u64 = 5_000;
+/// Added to `DB_STATEMENT_TIMEOUT` for the client-side deadline of one database operation
+/// (the reference's in-flight deadline is the statement timeout plus 5 s too).
+pub(super) const DB_OP_DEADLINE_MARGIN_MS: u64 = 5_000;
 
 // Pops and long polling: the reference's defaults throughout.
 
@@ -125,6 +157,8 @@ pub(super) const JWT_JWKS_TIMEOUT_MS: u64 = 5_000;
 pub(super) const JWT_JWKS_MIN_REFETCH_MS: u64 = 10_000;
 /// `JWT_CLOCK_SKEW`, 30 s: the reference's leeway on `exp` and `nbf`.
 pub(super) const JWT_CLOCK_SKEW_SECS: u64 = 30;
+/// `JWT_ALLOW_NO_EXP`: off; a token that never expires is a leaked credential forever.
+pub(super) const JWT_ALLOW_NO_EXP: bool = false;
 /// `JWT_SKIP_PATHS`: the reference's public paths (health checks, scrapers, the dashboard).
 pub(super) const JWT_SKIP_PATHS: &str = "/health,/metrics/prometheus,/metrics,/";
 /// `JWT_ROLES_CLAIM`: the reference's claim holding one role.

@@ -12,7 +12,15 @@ impl Config {
             Some(url) => format!("url={}", redact_url(url)),
             None => format!(
                 "host={} port={} db={} user={} password=<redacted>",
-                self.db.host, self.db.port, self.db.dbname, self.db.user
+                self.db.host,
+                self.db
+                    .ports
+                    .iter()
+                    .map(u16::to_string)
+                    .collect::<Vec<_>>()
+                    .join(","),
+                self.db.dbname,
+                self.db.user
             ),
         };
         db.push_str(&format!(

@@ -13,22 +13,26 @@ mod defaults;
 mod describe;
 mod env;
 mod jobs;
+mod limits;
 mod mesh;
 mod pop;
 mod server;
 mod spool;
+mod unused;
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::time::Duration;
 
 pub use auth::{AuthConfig, JwtAlgorithm};
-pub use db::DbConfig;
+pub use db::{split_list, DbConfig};
 pub use env::{ConfigError, EnvSource, ProcessEnv};
 pub use jobs::JobsConfig;
+pub use limits::LimitsConfig;
 pub use mesh::{MeshAuth, MeshConfig};
 pub use pop::{PopConfig, SubscriptionMode};
 pub use spool::SpoolConfig;
+pub use unused::unused_variable_warnings;
 
 use env::Reader;
 
@@ -58,6 +62,8 @@ pub struct Config {
     pub log_format_json: bool,
     /// Worker threads of the async runtime; `None`: one per CPU.
     pub worker_threads: Option<std::num::NonZeroUsize>,
+    /// Deadlines, connection cap and request sizes of the HTTP listener.
+    pub limits: LimitsConfig,
 }
 
 impl Config {
@@ -96,6 +102,7 @@ impl Config {
             log_level: server::read_log_level(r)?,
             log_format_json: server::read_log_format_json(r)?,
             worker_threads: server::read_worker_threads(r)?,
+            limits: limits::read_limits(r)?,
             server_id,
         })
     }

@@ -141,18 +141,19 @@ impl Verifier {
             }
             (None, _, None) => return Err(refused()),
         };
-        let mut v = Validation::new(header.alg);
-        v.leeway = self.config.clock_skew_secs;
-        v.required_spec_claims.clear();
-        v.validate_aud = self.config.audience.is_some();
-        if let Some(aud) = &self.config.audience {
-            v.set_audience(&[aud]);
-        }
-        if let Some(iss) = &self.config.issuer {
-            v.set_issuer(&[iss]);
-        }
+        let v = validation(&self.config, header.alg);
         let data = decode::<Value>(token, key, &v).map_err(|e| format!("Invalid token: {e}"))?;
         let claims = data.claims;
+        let subject = match claims.get("sub") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(_) => return Err("Invalid token: sub must be a string".into()),
+        };
+        if let Some(s) = &subject {
+            // the subject is stamped into every pushed message (producerSub)
+            crate::http::limits::check_text("sub", s, crate::http::limits::MAX_NAME_CHARS)
+                .map_err(|e| format!("Invalid token: {}", e.message))?;
+        }
         let mut roles: Vec<&str> = Vec::new();
         if let Some(r) = claims.get(&self.config.roles_claim).and_then(Value::as_str) {
             roles.push(r);
@@ -179,10 +180,7 @@ impl Verifier {
             })
             .max()
             .unwrap_or(Level::Public);
-        Ok(Caller {
-            subject: claims.get("sub").and_then(Value::as_str).map(str::to_owned),
-            level,
-        })
+        Ok(Caller { subject, level })
     }
 
     /// The level a request needs.
@@ -192,6 +190,31 @@ impl Verifier {
         }
         required_level(method, path)
     }
+}
+
+/// The claim checks of a token (configuration.md, `JWT_*`): `exp` and `nbf`
+/// with `JWT_CLOCK_SKEW` of leeway; `exp` required unless
+/// `JWT_ALLOW_NO_EXP`; `iss` and `aud` required, with the configured value,
+/// when `JWT_ISSUER` / `JWT_AUDIENCE` are set.
+fn validation(config: &AuthConfig, alg: Algorithm) -> Validation {
+    let mut v = Validation::new(alg);
+    v.leeway = config.clock_skew_secs;
+    v.validate_exp = true;
+    v.validate_nbf = true;
+    v.required_spec_claims.clear();
+    if !config.allow_no_exp {
+        v.required_spec_claims.insert("exp".to_owned());
+    }
+    v.validate_aud = config.audience.is_some();
+    if let Some(aud) = &config.audience {
+        v.set_audience(&[aud]);
+        v.required_spec_claims.insert("aud".to_owned());
+    }
+    if let Some(iss) = &config.issuer {
+        v.set_issuer(&[iss]);
+        v.required_spec_claims.insert("iss".to_owned());
+    }
+    v
 }
 
 /// The route table of http-api.md §1.7, without the configurable skip paths.

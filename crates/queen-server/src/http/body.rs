@@ -10,21 +10,26 @@ use uuid::Uuid;
 use super::error::ApiError;
 
 /// Reads the whole body. `RequestBodyLimitLayer` enforces the limit (a body
-/// without `Content-Length` fails while it is read, past `limit`): that, or a
-/// body that breaks off, is answered 413 naming `limit`.
+/// without `Content-Length` fails while it is read, past `limit`): that is
+/// answered 413 naming `limit`; a body past `HTTP_BODY_TIMEOUT_MS` 408; a
+/// body that is malformed (a bad chunk) or breaks off 400.
 pub async fn read_bytes(body: Body, limit: usize) -> Result<Bytes, ApiError> {
     axum::body::to_bytes(body, usize::MAX)
         .await
-        .map_err(|_| ApiError::payload_too_large(limit))
+        .map_err(|e| super::edge::body_error(&e, limit))
 }
 
-/// Parses a JSON object body. An empty body counts as `{}`.
+/// Parses a JSON object body. An empty body counts as `{}`; a string with a
+/// NUL character (outside message payloads) is refused naming its field.
 pub fn parse_object(bytes: &[u8]) -> Result<Map<String, Value>, ApiError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(Map::new());
     }
     match serde_json::from_slice::<Value>(bytes) {
-        Ok(Value::Object(map)) => Ok(map),
+        Ok(Value::Object(map)) => {
+            super::limits::check_body_strings(&map)?;
+            Ok(map)
+        }
         Ok(_) => Err(ApiError::bad_request("Request body must be a JSON object")),
         Err(e) => Err(ApiError::bad_request(format!("Invalid JSON: {e}"))),
     }

@@ -52,7 +52,15 @@ impl From<StoreError> for ApiError {
             StoreError::Rejected(_) | StoreError::UniqueViolation(_) => {
                 Self::bad_request(e.to_string())
             }
-            StoreError::Conflict(_) | StoreError::Timeout(_) | StoreError::Other(_) => {
+            StoreError::Conflict(_) | StoreError::Timeout(_) => {
+                // a lock wait or a statement past its timeout: the request may be retried
+                tracing::warn!(error = %e, "request failed: database busy");
+                Self {
+                    status: StatusCode::SERVICE_UNAVAILABLE,
+                    message: "Database busy; retry later".into(),
+                }
+            }
+            StoreError::Other(_) => {
                 tracing::error!(error = %e, "request failed");
                 Self {
                     status: StatusCode::INTERNAL_SERVER_ERROR,

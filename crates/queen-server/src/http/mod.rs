@@ -6,16 +6,22 @@
 //! the method, the matched route and, once a handler knows them, the queue,
 //! partition and consumer group), the JSON form of 413, the body limit
 //! (`RequestBodyLimitLayer`, `MAX_BODY_BYTES`), the request counter, JWT
-//! authentication. Every error answer is `{"error": ...}` (`error.rs`).
+//! authentication, then the request target's check (`edge.rs`: UTF-8, no NUL).
+//! The body deadline sits outside the body limit, and every error answer,
+//! whoever made it, leaves as `{"error": ...}` (`error.rs`, `edge::json_errors`).
+//! The listener itself (header deadline, connection cap) is `serve.rs`.
 
 pub mod auth;
 pub mod body;
 pub mod coded;
 #[cfg(feature = "dashboard")]
 mod dashboard;
+pub mod edge;
 pub mod error;
 mod jwks;
+pub mod limits;
 pub mod routes;
+pub mod serve;
 
 use std::time::Duration;
 
@@ -155,17 +161,27 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
             "/api/v1/timers/{queue}/{*key}",
             get(timers::peek).delete(timers::cancel),
         )
+        .route("/streams/v1/queries", post(routes::streams::register))
+        .route("/streams/v1/cycle", post(routes::streams::cycle))
+        .route("/streams/v1/state/get", post(routes::streams::state_get))
+        .route("/api/v1/streams/queries", get(routes::streams::list))
         .route("/metrics", get(metrics::json))
         .route("/metrics/prometheus", get(metrics::prometheus))
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
+        .layer(middleware::from_fn(edge::check_target))
         .layer(middleware::from_fn_with_state(verifier, auth::authenticate))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             count_requests,
         ))
         .layer(RequestBodyLimitLayer::new(body_limit))
+        .layer(middleware::from_fn_with_state(
+            state.broker.config().limits.body_timeout,
+            edge::body_deadline,
+        ))
         .layer(middleware::map_response_with_state(body_limit, json_413))
+        .layer(middleware::map_response(edge::json_errors))
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(request_span)

@@ -10,9 +10,12 @@
 //!   replica does the work of each cycle;
 //! - `timers`: fires due timers (every replica, one sweep at a time through
 //!   a transaction-scoped advisory lock) and prunes expired KV rows;
+//! - `db_watchdog`: probes PostgreSQL on its own connection and declares it
+//!   lost when it stops answering (every replica);
 //! - `spool_replay`: replays the disk spool into PostgreSQL once it is back
 //!   (every replica, its own spool).
 
+mod db_watchdog;
 mod eviction;
 mod migrate;
 mod planner_stats;
@@ -77,6 +80,13 @@ pub fn spawn_all(
     ));
     set.spawn(eviction::run(broker.clone(), store.clone(), cancel.clone()));
     set.spawn(timers::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(db_watchdog::run(
+        store.clone(),
+        spool.clone(),
+        broker.config().db.probe_interval,
+        broker.config().db.probe_timeout,
+        cancel.clone(),
+    ));
     // outside the set, which is aborted at shutdown: the replay stops by
     // itself at `cancel`, after the batch in hand
     tokio::spawn(spool_replay::run(

@@ -27,8 +27,8 @@ pub enum StoreError {
     /// A stored function refused the request on purpose (`RAISE` in our SQL).
     #[error("{0}")]
     Rejected(#[source] DbError),
-    /// A statement cancelled by `statement_timeout` (SQLSTATE 57014): the server
-    /// did not answer in time.
+    /// A statement cancelled by `statement_timeout` (SQLSTATE 57014) or a lock
+    /// not granted within `lock_timeout` (55P03): the server did not answer in time.
     #[error("database error: {}", .0.coded())]
     Timeout(#[source] DbError),
     /// The schema is not migrated yet.
@@ -180,8 +180,8 @@ enum Class {
     Other,
 }
 
-/// Classifies a SQLSTATE: class 08 and the shutdown/overload codes mean the
-/// server is not there, 40001/40P01 are worth retrying, 23505 is a duplicate
+/// Classifies a SQLSTATE: class 08, the shutdown/overload codes and a
+/// read-only server (a standby) mean the primary is not there, 40001/40P01 are worth retrying, 23505 is a duplicate
 /// row, our own `RAISE`s are refusals, a missing schema object means the
 /// migrations have not run.
 fn classify(code: &SqlState) -> Class {
@@ -190,6 +190,8 @@ fn classify(code: &SqlState) -> Class {
         || *code == SqlState::CRASH_SHUTDOWN
         || *code == SqlState::CANNOT_CONNECT_NOW
         || *code == SqlState::TOO_MANY_CONNECTIONS
+        // a standby (or a demoted primary): this connection takes no writes
+        || *code == SqlState::READ_ONLY_SQL_TRANSACTION
     {
         Class::Unavailable
     } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
@@ -203,7 +205,7 @@ fn classify(code: &SqlState) -> Class {
         || *code == SqlState::INVALID_PARAMETER_VALUE
     {
         Class::Rejected
-    } else if *code == SqlState::QUERY_CANCELED {
+    } else if *code == SqlState::QUERY_CANCELED || *code == SqlState::LOCK_NOT_AVAILABLE {
         Class::Timeout
     } else if *code == SqlState::UNDEFINED_FUNCTION
         || *code == SqlState::UNDEFINED_TABLE
@@ -293,6 +295,7 @@ mod tests {
             ("57P02", Class::Unavailable),
             ("57P03", Class::Unavailable),
             ("53300", Class::Unavailable),
+            ("25006", Class::Unavailable),
             ("40001", Class::Conflict),
             ("40P01", Class::Conflict),
             ("23505", Class::Unique),
@@ -300,11 +303,11 @@ mod tests {
             ("P0002", Class::Rejected),
             ("22023", Class::Rejected),
             ("57014", Class::Timeout),
+            ("55P03", Class::Timeout),
             ("42883", Class::NotReady),
             ("42P01", Class::NotReady),
             ("3F000", Class::NotReady),
             ("22P02", Class::Other),
-            ("55P03", Class::Other),
         ];
         for (code, want) in cases {
             assert_eq!(classify(&SqlState::from_code(code)), want, "{code}");

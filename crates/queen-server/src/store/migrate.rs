@@ -33,7 +33,11 @@
 //! set. The integration test `schema` proves that such an upgrade and a
 //! fresh install end identical.
 
+mod foreign;
 mod functions;
+
+pub use foreign::is_foreign_schema;
+pub(crate) use foreign::refuse_foreign_schema;
 
 use chrono::{SecondsFormat, Utc};
 use tokio_postgres::Client;
@@ -79,6 +83,7 @@ pub async fn run_migrations(client: &mut Client) -> Result<usize, StoreError> {
 }
 
 async fn migrate_locked(client: &mut Client) -> Result<usize, StoreError> {
+    foreign::refuse_foreign_schema(client).await?;
     // the history table lives in our schema, which must exist before refinery looks
     client
         .batch_execute("CREATE SCHEMA IF NOT EXISTS queen")

@@ -17,9 +17,11 @@ mod ack;
 pub mod admin;
 mod batcher;
 mod bundle;
+mod connect;
 mod error;
 pub mod jobs;
 mod kv;
+mod liveness;
 mod locks;
 mod maintenance;
 mod migrate;
@@ -28,6 +30,7 @@ mod pool;
 mod pop;
 mod push;
 mod queues;
+mod streams;
 mod timers;
 mod tls;
 mod transaction;
@@ -37,13 +40,18 @@ pub use admin::*;
 pub use bundle::BundleOutcome;
 pub use error::{DbError, StoreError};
 pub use kv::{KvKind, KvOp, KvOutcome, KvPrecondition, KvResult, KvRow};
+pub use liveness::Probe;
 pub use locks::{permit_key, LockOutcome, Permit, LOCKS_NS};
-pub use migrate::{migrations_fingerprint, run_migrations};
+pub use migrate::{is_foreign_schema, migrations_fingerprint, run_migrations};
 pub use op::DbOp;
 pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
 pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
+pub use streams::{
+    AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, CycleRefusal, Registration,
+    StateFilter, StateMiss, StateOp, StateRow, StreamQuery, StreamQueryStats,
+};
 pub use timers::{FiredTimer, Sweep, TimerRow, TimerSchedule, TimerVerdict, TimerWrite};
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 
@@ -53,8 +61,7 @@ use tokio_postgres::Row;
 /// The broker's handle on PostgreSQL.
 pub struct Store {
     db: op::Db,
-    pg_config: tokio_postgres::Config,
-    tls: tls::Connector,
+    hosts: connect::Hosts,
     batcher: batcher::Batcher,
 }
 

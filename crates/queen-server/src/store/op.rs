@@ -8,15 +8,21 @@
 //! errors in `queen_db_op_errors_total{op,class}`, and runs all of it inside
 //! the span `store.<op>`.
 //!
-//! Deadlines (issue 16) belong here too: one around the checkout in
-//! [`Db::checkout`], one around each attempt and the whole call in
-//! `with_op!`, after which the connection is taken out of its slot and
-//! dropped (`Object::take`) instead of going back to the pool.
+//! Deadlines (issue 16) live here too: one around the checkout in
+//! [`Db::checkout`], one around the whole call in `with_op!` (the statement
+//! timeout plus a margin; the health check's `SELECT 1` gets the probe
+//! timeout), after which the connection is taken out of its slot and dropped
+//! (`Object::take`) instead of going back to the pool. A call also ends at
+//! once when the liveness probe declares the database lost
+//! ([`Db::declare_lost`]): every connection opened before that moment is
+//! discarded, and until a health check answers again every call but that
+//! check fails at once as unavailable, so a broker whose database hangs keeps
+//! answering.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use deadpool_postgres::{Object, Pool};
 use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts};
@@ -124,6 +130,12 @@ db_ops! {
     Timers => "timers", "store.timers";
     /// One sweep firing due timers (and pruning expired KV rows).
     TimerSweep => "timer_sweep", "store.timer_sweep";
+    /// `/streams/v1/queries`: registering a stream query.
+    StreamsRegister => "streams_register", "store.streams_register";
+    /// `/streams/v1/cycle`: state, sink pushes and source ack in one transaction.
+    StreamsCycle => "streams_cycle", "store.streams_cycle";
+    /// `/streams/v1/state/get` and the query listing.
+    StreamsState => "streams_state", "store.streams_state";
 }
 
 impl DbOp {
@@ -206,6 +218,28 @@ impl OpMetrics {
     }
 }
 
+/// The client-side deadlines of database calls.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadlines {
+    /// One whole operation (all its statements and retries).
+    pub(crate) op: Duration,
+    /// Getting a connection from the pool (waiting and connecting included).
+    pub(crate) checkout: Duration,
+    /// The health check's `SELECT 1`.
+    pub(crate) probe: Duration,
+}
+
+/// Whether the liveness probe declared the database lost, and since when.
+#[derive(Debug, Default)]
+struct Lost {
+    /// Set by [`Db::declare_lost`], cleared by a health check that answers.
+    down: AtomicBool,
+    /// Connections created before this instant are discarded, not used.
+    since: Mutex<Option<Instant>>,
+    /// Bumped on every declaration: in-flight calls watch it and give up.
+    epoch: tokio::sync::watch::Sender<u64>,
+}
+
 /// The pool, the readiness flag and the per-operation metrics: what every
 /// database call needs. Cheap to clone (the push batcher holds one).
 #[derive(Clone)]
@@ -213,14 +247,75 @@ pub(crate) struct Db {
     pool: Pool,
     ready: Arc<AtomicBool>,
     metrics: OpMetrics,
+    deadlines: Deadlines,
+    lost: Arc<Lost>,
 }
 
 impl Db {
-    pub(super) fn new(pool: Pool) -> Self {
+    pub(super) fn new(pool: Pool, deadlines: Deadlines) -> Self {
         Self {
             pool,
             ready: Arc::new(AtomicBool::new(false)),
             metrics: OpMetrics::new(),
+            deadlines,
+            lost: Arc::default(),
+        }
+    }
+
+    /// The deadline of one call of `op`.
+    pub(crate) fn deadline(&self, op: DbOp) -> Duration {
+        match op {
+            DbOp::Ping => self.deadlines.probe,
+            _ => self.deadlines.op,
+        }
+    }
+
+    /// Declares the database lost: in-flight calls end now as unavailable,
+    /// their connections and the idle ones are dropped, and new calls fail at
+    /// once until [`Db::mark_answering`]. Returns whether it was up.
+    pub(crate) fn declare_lost(&self) -> bool {
+        let was_up = !self.lost.down.swap(true, Ordering::AcqRel);
+        *self.lost.since.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.lost.epoch.send_modify(|e| *e += 1);
+        self.pool.retain(|_, _| false);
+        was_up
+    }
+
+    /// A health check answered: calls go to the database again.
+    pub(crate) fn mark_answering(&self) {
+        self.lost.down.store(false, Ordering::Release);
+    }
+
+    /// True while the database is declared lost.
+    pub(crate) fn is_lost(&self) -> bool {
+        self.lost.down.load(Ordering::Acquire)
+    }
+
+    /// A receiver that changes when the database is declared lost.
+    pub(crate) fn lost_signal(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.lost.epoch.subscribe()
+    }
+
+    /// True for a connection opened before the database was last declared lost.
+    fn is_stale(&self, conn: &Object) -> bool {
+        let since = *self.lost.since.lock().unwrap_or_else(|e| e.into_inner());
+        since.is_some_and(|s| Object::metrics(conn).created < s)
+    }
+
+    /// Drops the connection of `slot` for good: it does not go back to the pool.
+    pub(crate) fn discard(slot: &mut Option<Object>) {
+        if let Some(conn) = slot.take() {
+            drop(Object::take(conn));
+        }
+    }
+
+    /// The error of a call that outlived its deadline or was abandoned.
+    pub(crate) fn gave_up(op: DbOp, abandoned: bool) -> StoreError {
+        tracing::debug!(op = op.label(), abandoned, "database call abandoned");
+        if abandoned {
+            StoreError::unavailable("PostgreSQL stopped answering; call abandoned")
+        } else {
+            StoreError::unavailable("PostgreSQL did not answer within the deadline")
         }
     }
 
@@ -246,20 +341,44 @@ impl Db {
     }
 
     /// Takes the connection of `slot`, or one from the pool when it holds
-    /// none or a closed one. (Issue 16: the checkout deadline goes here.)
+    /// none, a closed one or one opened before the database was declared
+    /// lost; waiting and connecting are bounded by the checkout deadline.
     pub(crate) async fn checkout<'s>(
         &self,
         op: DbOp,
         slot: &'s mut Option<Object>,
     ) -> Result<&'s mut Object, StoreError> {
         self.check_ready(op)?;
+        if op != DbOp::Ping && self.is_lost() {
+            return Err(StoreError::unavailable(
+                "PostgreSQL is not answering (liveness probe)",
+            ));
+        }
         if slot.as_ref().is_some_and(|c| c.is_closed()) {
             *slot = None;
         }
-        Ok(match slot {
-            Some(c) => c,
-            None => slot.insert(self.pool.get().await?),
-        })
+        if slot.as_ref().is_some_and(|c| self.is_stale(c)) {
+            Self::discard(slot);
+        }
+        if slot.is_none() {
+            let get = async {
+                loop {
+                    let conn = self.pool.get().await?;
+                    if !self.is_stale(&conn) {
+                        return Ok::<_, StoreError>(conn);
+                    }
+                    drop(Object::take(conn));
+                }
+            };
+            let conn = tokio::time::timeout(self.deadlines.checkout, get)
+                .await
+                .map_err(|_| {
+                    StoreError::unavailable("no PostgreSQL connection within the deadline")
+                })??;
+            *slot = Some(conn);
+        }
+        slot.as_mut()
+            .ok_or_else(|| StoreError::internal("connection slot empty"))
     }
 
     /// Forgets the connection of `slot` when it closed during a call.
@@ -341,13 +460,35 @@ macro_rules! with_op {
         let (db, op): (&$crate::store::op::Db, $crate::store::op::DbOp) = (&$db, $op);
         let slot: &mut Option<deadpool_postgres::Object> = $slot;
         db.observe(op, async {
+            let mut lost = db.lost_signal();
             let conn = db.checkout(op, &mut *slot).await?;
-            let result = $crate::store::op::retry_conflicts!(async {
-                let $client = &mut *conn;
-                $body
-            });
-            $crate::store::op::Db::forget_closed(slot);
-            result
+            let call = async {
+                $crate::store::op::retry_conflicts!(async {
+                    let $client = &mut *conn;
+                    $body
+                })
+            };
+            let outcome = tokio::select! {
+                r = tokio::time::timeout(db.deadline(op), call) => r.map_err(|_| false),
+                _ = lost.changed() => Err(true),
+            };
+            match outcome {
+                Ok(result) => {
+                    if result
+                        .as_ref()
+                        .is_err_and(|e| $crate::store::op::OpError::class(e) == "unavailable")
+                    {
+                        // a lost link, or a server that stopped taking writes
+                        $crate::store::op::Db::discard(slot);
+                    }
+                    $crate::store::op::Db::forget_closed(slot);
+                    result
+                }
+                Err(abandoned) => {
+                    $crate::store::op::Db::discard(slot);
+                    Err($crate::store::op::Db::gave_up(op, abandoned).into())
+                }
+            }
         })
         .await
     }};
@@ -356,10 +497,18 @@ macro_rules! with_op {
         let conn: &tokio_postgres::Client = $conn;
         db.observe(op, async {
             db.check_ready(op)?;
-            $crate::store::op::retry_conflicts!(async {
-                let $client = conn;
-                $body
-            })
+            let call = async {
+                $crate::store::op::retry_conflicts!(async {
+                    let $client = conn;
+                    $body
+                })
+            };
+            // the dedicated connection is its owner's: on a timeout the
+            // owner sees the error and drops it
+            match tokio::time::timeout(db.deadline(op), call).await {
+                Ok(result) => result,
+                Err(_) => Err($crate::store::op::Db::gave_up(op, false).into()),
+            }
         })
         .await
     }};

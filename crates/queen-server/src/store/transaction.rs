@@ -1,5 +1,9 @@
 //! `/transaction`: acks and pushes applied in one PostgreSQL transaction.
 
+use std::collections::{HashMap, HashSet};
+
+use uuid::Uuid;
+
 use super::ack::ack_with;
 use super::op::{with_op, DbOp};
 use super::push::append_with;
@@ -69,42 +73,49 @@ impl Store {
     }
 }
 
+/// Runs the operations in order. Consecutive pushes go as one set: each
+/// queue is resolved once, then one `queen.push_batch` call appends the run
+/// (a run ends at an ack, or where a key of the run repeats, so that the
+/// repeat meets the first one stored and is refused like any known
+/// transactionId).
 pub(super) async fn run_operations(
     tx: &deadpool_postgres::Transaction<'_>,
     ops: &[TxOperation],
 ) -> Result<Vec<TxOutcome>, TxFailure> {
     let mut done = Vec::with_capacity(ops.len());
-    for (i, op) in ops.iter().enumerate() {
-        let outcome = match op {
-            TxOperation::Push {
-                queue,
-                namespace,
-                task,
-                message,
-            } => match ensure_queue_with(tx, queue, namespace, task).await {
-                Ok(row) => {
-                    let msg = NewMessage {
-                        queue_id: row.id,
-                        ..message.clone()
-                    };
-                    append_with(tx, std::slice::from_ref(&msg), true)
-                        .await
-                        .map(|mut v| TxOutcome::Pushed(v.remove(0)))
+    let mut queue_ids: HashMap<&str, Uuid> = HashMap::new();
+    let mut i = 0;
+    while i < ops.len() {
+        let result = match &ops[i] {
+            TxOperation::Push { .. } => {
+                let end = push_run_end(ops, i);
+                let run = &ops[i..end];
+                let outcome = push_run(tx, run, &mut queue_ids).await;
+                match outcome {
+                    Ok(pushed) => {
+                        done.extend(pushed.into_iter().map(TxOutcome::Pushed));
+                        i = end;
+                        continue;
+                    }
+                    Err(e) => Err((i + failed_in_run(run, &e), e)),
                 }
-                Err(e) => Err(e),
-            },
+            }
             TxOperation::Ack { group, item } => {
                 ack_with(tx, group, std::slice::from_ref(item), true)
                     .await
                     .map(|mut v| TxOutcome::Acked(v.remove(0)))
+                    .map_err(|e| (i, e))
             }
         };
-        match outcome {
-            Ok(o) => done.push(o),
-            Err(e) => {
+        match result {
+            Ok(o) => {
+                done.push(o);
+                i += 1;
+            }
+            Err((at, e)) => {
                 let refused = matches!(e, StoreError::Rejected(_) | StoreError::UniqueViolation(_));
                 return Err(TxFailure {
-                    failed_at: i,
+                    failed_at: at,
                     message: e.to_string(),
                     done,
                     store: (!refused).then_some(e),
@@ -113,4 +124,66 @@ pub(super) async fn run_operations(
         }
     }
     Ok(done)
+}
+
+/// The end (exclusive) of the run of pushes starting at `start`.
+fn push_run_end(ops: &[TxOperation], start: usize) -> usize {
+    let mut keys: HashSet<(&str, &str, &str)> = HashSet::new();
+    let mut end = start;
+    while let Some(TxOperation::Push { queue, message, .. }) = ops.get(end) {
+        let key = (
+            queue.as_str(),
+            message.partition.as_str(),
+            message.transaction_id.as_str(),
+        );
+        if !keys.insert(key) {
+            break;
+        }
+        end += 1;
+    }
+    end
+}
+
+/// Appends one run of pushes (no repeated keys) with one `queen.push_batch`.
+async fn push_run<'a>(
+    tx: &deadpool_postgres::Transaction<'_>,
+    run: &'a [TxOperation],
+    queue_ids: &mut HashMap<&'a str, Uuid>,
+) -> Result<Vec<AppendOutcome>, StoreError> {
+    let mut messages = Vec::with_capacity(run.len());
+    for op in run {
+        let TxOperation::Push {
+            queue,
+            namespace,
+            task,
+            message,
+        } = op
+        else {
+            continue;
+        };
+        let queue_id = match queue_ids.get(queue.as_str()) {
+            Some(id) => *id,
+            None => {
+                let id = ensure_queue_with(tx, queue, namespace, task).await?.id;
+                queue_ids.insert(queue.as_str(), id);
+                id
+            }
+        };
+        messages.push(NewMessage {
+            queue_id,
+            ..message.clone()
+        });
+    }
+    append_with(tx, &messages, true).await
+}
+
+/// Which push of `run` an error names (its transactionId), else the first.
+fn failed_in_run(run: &[TxOperation], e: &StoreError) -> usize {
+    let text = e.to_string();
+    run.iter()
+        .position(|op| {
+            matches!(op, TxOperation::Push { message, .. }
+                if text.contains(&format!("transactionId {} already exists", message.transaction_id)))
+        })
+        .unwrap_or(0)
 }

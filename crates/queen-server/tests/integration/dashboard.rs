@@ -67,6 +67,15 @@ async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
     let body = pop_ok(&b, &pop_path(&q, None, "batch=1&consumerGroup=g")).await;
     let r = ack(&b, &messages(&body)[0], "dlq", Some("boom")).await;
     assert_eq!(r["dlq"], true, "{r}");
+    // and a stream query
+    let (status, body) = b
+        .post(
+            "/streams/v1/queries",
+            &json!({ "name": unique("dash-q"), "source_queue": q, "sink_queue": "out",
+                     "config_hash": "h" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
 
     let (_, _, script) = fetch(&b, "/assets/app.js").await;
     let paths = api_paths(&script);
@@ -109,6 +118,16 @@ async fn every_route_the_script_reads_answers_with_the_fields_it_uses() {
                 "[0].maxTimeLag",
                 "[0].state",
                 "[0].subscriptionMode",
+            ],
+        ),
+        (
+            "/api/v1/streams/queries",
+            &[
+                "queries.[0].name",
+                "queries.[0].sourceQueue",
+                "queries.[0].sinkQueue",
+                "queries.[0].stateRows",
+                "queries.[0].lag",
             ],
         ),
         (

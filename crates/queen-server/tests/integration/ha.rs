@@ -551,3 +551,86 @@ async fn a_seek_through_another_replica_is_served_by_a_long_poll() {
     seen.sort();
     assert_eq!(seen, want, "every partition served again");
 }
+
+/// Streams: a query's cycles alternate between two brokers on one database,
+/// each reading the state the other wrote, and the end result is exact.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stream_cycles_alternate_between_brokers() {
+    let (_db, c) = meshed(2, &[]).await;
+    let (a, b) = (c.node(0), c.node(1));
+    let name = unique("q");
+    let source = unique("src");
+    let sink = unique("sink");
+    let group = format!("streams.{name}");
+    let register = json!({ "name": name, "source_queue": source, "sink_queue": sink,
+                           "config_hash": "h" });
+    let (status, reg) = a.post("/streams/v1/queries", &register).await;
+    assert_eq!(status, StatusCode::OK, "{reg}");
+    let (status, again) = b.post("/streams/v1/queries", &register).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(
+        again["query_id"], reg["query_id"],
+        "one query, whichever broker"
+    );
+    assert_eq!(again["fresh"], false);
+    let qid = reg["query_id"].clone();
+    push_numbered(a, &source, "p1", "m", 6).await;
+
+    for i in 0..6usize {
+        // pop on one broker, read state and commit on the other
+        let (popper, committer) = if i % 2 == 0 { (a, b) } else { (b, a) };
+        let body = pop_ok(
+            popper,
+            &pop_path(
+                &source,
+                None,
+                &format!("consumerGroup={group}&wait=true&timeout=5000"),
+            ),
+        )
+        .await;
+        let msg = messages(&body)[0].clone();
+        assert_eq!(
+            msg["data"]["n"], i,
+            "in order, none skipped or repeated (round {i})"
+        );
+        let (_, st) = committer
+            .post(
+                "/streams/v1/state/get",
+                &json!({ "query_id": qid, "partition_id": msg["partitionId"], "keys": ["count"] }),
+            )
+            .await;
+        let count = st["rows"][0]["value"]["n"].as_i64().unwrap_or(0);
+        assert_eq!(count, i as i64, "the state the other broker wrote: {st}");
+        let (status, res) = committer
+            .post(
+                "/streams/v1/cycle",
+                &json!({ "query_id": qid, "partition_id": msg["partitionId"],
+                         "consumer_group": group,
+                         "state_ops": [{ "type": "upsert", "key": "count", "value": { "n": count + 1 } }],
+                         "push_items": [{ "queue": sink, "partition": "p1",
+                                          "payload": { "seen": msg["data"]["n"] } }],
+                         "ack": { "transactionId": msg["transactionId"], "leaseId": msg["leaseId"],
+                                  "status": "completed", "count": 1 },
+                         "release_lease": true }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{res}");
+        // the same cycle sent to the first broker is refused: it is already in
+        let (status, res) = popper
+            .post(
+                "/streams/v1/cycle",
+                &json!({ "query_id": qid, "partition_id": msg["partitionId"],
+                         "consumer_group": group, "state_ops": [],
+                         "push_items": [{ "queue": sink, "payload": {} }],
+                         "ack": { "transactionId": msg["transactionId"], "leaseId": msg["leaseId"] } }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CONFLICT, "{res}");
+    }
+    let out = pop_ok(a, &pop_path(&sink, None, "batch=100")).await;
+    let seen: Vec<i64> = messages(&out)
+        .iter()
+        .map(|m| m["data"]["seen"].as_i64().unwrap())
+        .collect();
+    assert_eq!(seen, vec![0, 1, 2, 3, 4, 5]);
+}

@@ -199,8 +199,8 @@ async fn function_def(client: &Client, name: &str) -> String {
 async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identical() {
     let fresh = TestDb::empty().await.unwrap();
     let mut fresh_client = fresh.client().await.unwrap();
-    // V1, V2 and V21 (kv, timers)
-    assert_eq!(run_migrations(&mut fresh_client).await.unwrap(), 3);
+    // V1, V2, V20 (streams) and V21 (kv, timers)
+    assert_eq!(run_migrations(&mut fresh_client).await.unwrap(), 4);
 
     let old = TestDb::empty().await.unwrap();
     let mut old_client = old.client().await.unwrap();
@@ -216,8 +216,8 @@ async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identi
         )
         .await
         .unwrap();
-    // the rewritten history holds the baseline, and V2 and V21 run on top of it
-    assert_eq!(run_migrations(&mut old_client).await.unwrap(), 2);
+    // the rewritten history holds the baseline, and V2, V20 and V21 run on top of it
+    assert_eq!(run_migrations(&mut old_client).await.unwrap(), 3);
 
     assert_same_catalog(&catalog(&fresh_client).await, &catalog(&old_client).await);
 

@@ -177,6 +177,7 @@ pub async fn update_subscription(
     body: Body,
 ) -> Result<Json<SubscriptionUpdated>, ApiError> {
     let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
+    super::consumer_group(Some(&group))?;
     let raw = map
         .get("subscriptionTimestamp")
         .and_then(Value::as_str)

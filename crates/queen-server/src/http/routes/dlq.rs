@@ -11,10 +11,14 @@ use crate::http::body::{query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
 use crate::store::DeadLetterFilter;
 
-/// Parses stored payload text back into JSON for an answer.
+/// Parses stored payload text back into JSON for an answer. Text that is
+/// not JSON (written by hand, or before pushes were checked) is answered as
+/// `null`, so that one bad row cannot fail a whole listing or pop.
 pub fn payload_json(text: String) -> Box<RawValue> {
-    RawValue::from_string(text)
-        .unwrap_or_else(|_| RawValue::from_string("null".to_owned()).expect("null is valid JSON"))
+    RawValue::from_string(text).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "stored payload is not JSON; answered as null");
+        RawValue::NULL.to_owned()
+    })
 }
 
 pub async fn list(

@@ -15,6 +15,7 @@ pub mod push;
 pub mod queues;
 pub mod resources;
 pub mod status;
+pub mod streams;
 pub mod system;
 pub mod timers;
 pub mod traces;

@@ -9,7 +9,6 @@ use axum::Json;
 use queen_proto::admin::FailureBody;
 use queen_proto::responses::{PopResponse, PoppedMessage};
 use queen_proto::time::format_micros;
-use serde_json::value::RawValue;
 
 use super::{consumer_group, partition_name, queue_name};
 use crate::app::AppState;
@@ -101,13 +100,8 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
             let messages = messages
                 .into_iter()
                 .map(|m| {
-                    let data = RawValue::from_string(m.payload).map_err(|e| {
-                        tracing::error!(error = %e, "stored payload is not JSON");
-                        ApiError::from(crate::store::StoreError::other(
-                            "stored payload is not JSON",
-                            e,
-                        ))
-                    })?;
+                    // never fails on stored data: the lease is taken already
+                    let data = super::dlq::payload_json(m.payload);
                     Ok(PoppedMessage {
                         id: m.message_id.to_string(),
                         transaction_id: m.transaction_id,

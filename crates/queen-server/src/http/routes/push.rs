@@ -19,6 +19,7 @@ use crate::broker::{PushItem, PushOutcome};
 use crate::http::auth::Caller;
 use crate::http::body::read_bytes;
 use crate::http::error::ApiError;
+use crate::http::limits::{check_payload, nul_error};
 use crate::http::record_target;
 
 #[derive(Deserialize)]
@@ -55,16 +56,34 @@ fn raw_string(raw: Option<&RawValue>, message: &str) -> Result<Option<String>, A
 
 /// Parses the `items` array of a push (also used by `/transaction` push operations).
 /// `absent_payload` is the JSON text stored when an item has no payload.
-pub fn parse_items(items: &RawValue, absent_payload: &str) -> Result<Vec<PushItem>, ApiError> {
+/// Payloads deeper than `max_depth`, or that a strict JSON parser refuses, are
+/// refused (`limits::check_payload`).
+pub fn parse_items(
+    items: &RawValue,
+    absent_payload: &str,
+    max_depth: usize,
+) -> Result<Vec<PushItem>, ApiError> {
     let raw_items: Vec<&RawValue> = serde_json::from_str(items.get())
         .map_err(|_| ApiError::bad_request("items array is required"))?;
     raw_items
         .into_iter()
-        .map(|raw| parse_item(raw, absent_payload))
+        .enumerate()
+        .map(|(i, raw)| {
+            parse_item(raw, absent_payload, max_depth).map_err(|mut e| {
+                if !e.message.starts_with("items[") && e.message.starts_with("payload") {
+                    e.message = format!("items[{i}].{}", e.message);
+                }
+                e
+            })
+        })
         .collect()
 }
 
-fn parse_item(raw: &RawValue, absent_payload: &str) -> Result<PushItem, ApiError> {
+fn parse_item(
+    raw: &RawValue,
+    absent_payload: &str,
+    max_depth: usize,
+) -> Result<PushItem, ApiError> {
     let item: RawItem<'_> = serde_json::from_str(raw.get())
         .map_err(|_| ApiError::bad_request("Each item must be an object"))?;
     let queue = raw_string(item.queue, "Queue must be a string")?
@@ -75,6 +94,9 @@ fn parse_item(raw: &RawValue, absent_payload: &str) -> Result<PushItem, ApiError
     let partition = partition_name(&partition)?;
     let transaction_id = raw_string(item.transaction_id, "TransactionId must be a string")?
         .filter(|t| !t.is_empty());
+    if transaction_id.as_deref().is_some_and(|t| t.contains('\0')) {
+        return Err(nul_error("transactionId"));
+    }
     if transaction_id
         .as_ref()
         .is_some_and(|t| t.chars().count() > 255)
@@ -90,10 +112,13 @@ fn parse_item(raw: &RawValue, absent_payload: &str) -> Result<PushItem, ApiError
                 .map_err(|_| ApiError::bad_request("TraceId must be a valid UUID"))?,
         ),
     };
-    let payload = item
-        .payload
-        .or(item.data)
-        .map_or_else(|| absent_payload.to_owned(), |p| p.get().to_owned());
+    let payload = match item.payload.or(item.data) {
+        None => absent_payload.to_owned(),
+        Some(p) => {
+            check_payload(p.get(), max_depth)?;
+            p.get().to_owned()
+        }
+    };
     Ok(PushItem {
         queue,
         partition,
@@ -102,6 +127,14 @@ fn parse_item(raw: &RawValue, absent_payload: &str) -> Result<PushItem, ApiError
         trace_id,
         producer_sub: None,
     })
+}
+
+/// The answer to a push or transaction with more entries than allowed (413).
+pub fn too_many(what: &str, n: usize, max: usize) -> ApiError {
+    ApiError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!("Too many {what}: {n} (limit {max} per request)"),
+    }
 }
 
 /// With authentication on, every message carries the token's `sub` as its
@@ -129,7 +162,11 @@ pub async fn push(
     let items = parsed
         .items
         .ok_or_else(|| ApiError::bad_request("items array is required"))?;
-    let mut items = parse_items(items, "null")?;
+    let limits = &app.broker.config().limits;
+    let mut items = parse_items(items, "null", limits.max_payload_depth)?;
+    if items.len() > limits.max_push_items {
+        return Err(too_many("items", items.len(), limits.max_push_items));
+    }
     stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
     if let Some(first) = items.first() {
         if items.iter().all(|i| i.queue == first.queue) {

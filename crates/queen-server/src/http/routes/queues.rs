@@ -11,6 +11,7 @@ use super::queue_name;
 use crate::app::AppState;
 use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
+use crate::http::limits::{check_text, MAX_NAME_CHARS};
 use crate::http::record_target;
 
 pub async fn configure(
@@ -24,6 +25,8 @@ pub async fn configure(
     record_target(Some(queue.as_str()), None, None);
     let namespace = opt_str(&map, "namespace", "namespace must be a string")?.unwrap_or("");
     let task = opt_str(&map, "task", "task must be a string")?.unwrap_or("");
+    check_text("namespace", namespace, MAX_NAME_CHARS)?;
+    check_text("task", task, MAX_NAME_CHARS)?;
     let empty = Map::new();
     let options = match map.get("options") {
         None | Some(Value::Null) => &empty,

@@ -33,6 +33,7 @@ pub async fn transaction(
     if operations.is_empty() && riders.is_none() {
         return Err(ApiError::bad_request("operations array cannot be empty"));
     }
+    let limits = &app.broker.config().limits;
     let mut ops = Vec::new();
     for op in operations {
         let op = op
@@ -43,7 +44,7 @@ pub async fn transaction(
                 let items = op.get("items").cloned().unwrap_or(Value::Null);
                 let raw = RawValue::from_string(items.to_string())
                     .map_err(|e| ApiError::bad_request(format!("Invalid JSON: {e}")))?;
-                let mut items = parse_items(&raw, "{}")?;
+                let mut items = parse_items(&raw, "{}", limits.max_payload_depth)?;
                 super::push::stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
                 ops.extend(items.into_iter().map(TxOp::Push));
             }
@@ -76,6 +77,13 @@ pub async fn transaction(
             }
             None => return Err(ApiError::bad_request("Unknown operation type: none")),
         }
+    }
+    if ops.len() > limits.max_transaction_operations {
+        return Err(super::push::too_many(
+            "transaction operations",
+            ops.len(),
+            limits.max_transaction_operations,
+        ));
     }
     if let Some((kv, timers)) = riders {
         return super::transaction_riders::run(&app, ops, kv, timers).await;

@@ -1,0 +1,259 @@
+//! The request edge: what every request passes before a handler sees it, and
+//! what every error answer looks like on its way out.
+//!
+//! - [`check_target`]: the path and query string, percent-decoded, must be
+//!   UTF-8 and hold no NUL character (PostgreSQL text cannot); the answer
+//!   names the path parameter or query key.
+//! - [`body_deadline`]: the body must arrive within `HTTP_BODY_TIMEOUT_MS` of
+//!   the head, however it is trickled (408 otherwise).
+//! - [`json_errors`]: any 4xx/5xx answer that is not JSON yet (an extractor's
+//!   rejection, a layer's plain text) becomes `{"error": ...}` with its status.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::{Body, Bytes, HttpBody};
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::ApiError;
+
+/// Decodes `%XX` escapes (and `+` as a space when `plus_is_space`).
+pub fn percent_decode(s: &str, plus_is_space: bool) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b[i] {
+            b'%' => match (
+                b.get(i + 1).copied().and_then(hex),
+                b.get(i + 2).copied().and_then(hex),
+            ) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' if plus_is_space => out.push(b' '),
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Why a decoded part of the request target is refused, if it is.
+fn target_problem(what: &str, decoded: &[u8]) -> Option<ApiError> {
+    if std::str::from_utf8(decoded).is_err() {
+        return Some(ApiError::bad_request(format!("{what} must be valid UTF-8")));
+    }
+    decoded.contains(&0).then(|| super::limits::nul_error(what))
+}
+
+/// Middleware: refuses a path or query string that no handler could use.
+pub async fn check_target(req: Request, next: Next) -> Response {
+    if let Some(e) = target_error(&req) {
+        return e.into_response();
+    }
+    next.run(req).await
+}
+
+fn target_error(req: &Request) -> Option<ApiError> {
+    let uri = req.uri();
+    let pattern = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(MatchedPath::as_str);
+    let pattern_segments: Vec<&str> = pattern.map_or_else(Vec::new, |p| p.split('/').collect());
+    for (i, segment) in uri.path().split('/').enumerate() {
+        let name = pattern_segments
+            .get(i)
+            .and_then(|p| p.strip_prefix('{'))
+            .and_then(|p| p.strip_suffix('}'))
+            .map_or_else(|| "path".to_owned(), camel_case);
+        if let Some(e) = target_problem(&name, &percent_decode(segment, false)) {
+            return Some(e);
+        }
+    }
+    for pair in uri.query().unwrap_or("").split('&') {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_decode(key, true);
+        if let Some(e) = target_problem("a query parameter name", &key) {
+            return Some(e);
+        }
+        let key = String::from_utf8_lossy(&key);
+        if let Some(e) = target_problem(&key, &percent_decode(value, true)) {
+            return Some(e);
+        }
+    }
+    None
+}
+
+/// `transaction_id` → `transactionId`: path parameters named as the API's fields.
+fn camel_case(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut upper = false;
+    for c in s.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A body that did not arrive in time.
+#[derive(Debug)]
+pub struct BodyDeadline(pub Duration);
+
+impl fmt::Display for BodyDeadline {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "request body not received within {} ms",
+            self.0.as_millis()
+        )
+    }
+}
+
+impl StdError for BodyDeadline {}
+
+/// A request body with a total deadline, counted from when the head was read.
+struct DeadlineBody {
+    inner: Body,
+    sleep: Pin<Box<tokio::time::Sleep>>,
+    limit: Duration,
+}
+
+impl HttpBody for DeadlineBody {
+    type Data = Bytes;
+    type Error = axum::BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        if let Poll::Ready(frame) = Pin::new(&mut self.inner).poll_frame(cx) {
+            return Poll::Ready(frame.map(|r| r.map_err(Into::into)));
+        }
+        if self.sleep.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Some(Err(Box::new(BodyDeadline(self.limit)))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// Middleware: the request body must be complete within `limit`.
+pub async fn body_deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
+    let (parts, body) = req.into_parts();
+    if body.is_end_stream() {
+        return next.run(Request::from_parts(parts, body)).await;
+    }
+    let body = Body::new(DeadlineBody {
+        inner: body,
+        sleep: Box::pin(tokio::time::sleep(limit)),
+        limit,
+    });
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// How reading a body failed, from the error's chain.
+pub fn body_error(e: &(dyn StdError + 'static), limit: usize) -> ApiError {
+    let mut cur: Option<&(dyn StdError + 'static)> = Some(e);
+    while let Some(err) = cur {
+        if let Some(d) = err.downcast_ref::<BodyDeadline>() {
+            return ApiError {
+                status: StatusCode::REQUEST_TIMEOUT,
+                message: d.to_string(),
+            };
+        }
+        if err.to_string().contains("length limit exceeded") {
+            return ApiError::payload_too_large(limit);
+        }
+        cur = err.source();
+    }
+    ApiError::bad_request(format!("Malformed request body: {e}"))
+}
+
+/// Longest error text taken over from a non-JSON error answer.
+const MAX_ERROR_TEXT: usize = 4_096;
+
+/// Middleware: every error answer is JSON with an `error` field.
+pub async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) {
+        return response;
+    }
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if is_json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, MAX_ERROR_TEXT)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("Error").to_owned()
+    } else {
+        text
+    };
+    let mut out = ApiError { status, message }.into_response();
+    // keep what the layers set (CORS, allow, retry-after), but not the old body's framing
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            out.headers_mut().append(name.clone(), value.clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_decoding() {
+        assert_eq!(percent_decode("a%00b", false), b"a\0b");
+        assert_eq!(percent_decode("a+b%2", true), b"a b%2");
+        assert_eq!(percent_decode("%ff%FE%", false), [0xff, 0xfe, b'%']);
+        assert_eq!(percent_decode("%zz", false), b"%zz");
+    }
+
+    #[test]
+    fn target_problems_name_the_part() {
+        assert!(target_problem("group", b"ok").is_none());
+        assert_eq!(
+            target_problem("group", b"a\0").unwrap().message,
+            "group must not contain NUL characters"
+        );
+        assert_eq!(
+            target_problem("queue", &[0xff]).unwrap().message,
+            "queue must be valid UTF-8"
+        );
+    }
+}
