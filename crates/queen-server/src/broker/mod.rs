@@ -10,11 +10,14 @@
 mod ack;
 mod admin;
 mod analytics;
+mod bundle;
 pub mod config_cache;
 pub mod crypto;
 mod dlq_delete;
 mod ephemeral;
 mod hints;
+mod kv;
+mod locks;
 pub mod long_poll;
 mod maintenance;
 pub mod metrics;
@@ -26,6 +29,8 @@ pub mod reads_metrics;
 pub mod recent;
 mod status;
 mod streams;
+pub mod surfaces;
+mod timers;
 mod transaction;
 
 use std::sync::Arc;
@@ -35,7 +40,9 @@ use tokio_util::sync::CancellationToken;
 pub use ack::AckRequest;
 pub use admin::MessageView;
 pub use ephemeral::{EphemeralPop, EphemeralRefusal};
+pub use bundle::{BundleDone, BundleRefusal, BundleResult};
 pub use hints::spawn_hint_applier;
+pub use locks::LockOp;
 pub use pop::{PopOutcome, PopRequest, PopTarget};
 pub use push::{PushItem, PushOutcome};
 pub use reads::{FETCH_CALL_MAX_BYTES, FETCH_MAX_RECORDS};
@@ -43,6 +50,7 @@ pub use status::{
     rss_bytes as status_rss_bytes, HealthStatus, MeshStatus, MetricsSummary, SpoolStatus,
 };
 pub use streams::{CycleDone, CycleRequest, StreamMetrics};
+pub use timers::TimerReq;
 pub use transaction::{TxOp, TxResult};
 
 use crate::config::Config;
@@ -98,6 +106,8 @@ pub struct Broker {
     shutdown: CancellationToken,
     /// Counters of reads and ephemeral queues (issue 21).
     reads_metrics: reads_metrics::ReadsMetrics,
+    /// Metrics of KV, locks and timers, and the timer sweeper's alarm.
+    surfaces: surfaces::Surfaces,
     /// Counters of the `/streams/v1` routes.
     streams: StreamMetrics,
 }
@@ -118,9 +128,11 @@ impl Broker {
             }
         }
         let reads_metrics = reads_metrics::ReadsMetrics::new(&metrics.registry);
+        let surfaces = surfaces::Surfaces::new(&metrics.registry);
         let streams = StreamMetrics::new(&metrics.registry);
         Arc::new(Self {
             reads_metrics,
+            surfaces,
             streams,
             cipher: config
                 .encryption_key

@@ -27,8 +27,11 @@ pub struct TxResult {
 }
 
 impl Broker {
-    /// Runs every operation in one database transaction.
-    pub async fn transaction(&self, ops: Vec<TxOp>) -> Result<TxResult, BrokerError> {
+    /// The store's form of `ops`, with each op's transaction id and queue.
+    pub(super) async fn prepare_tx(
+        &self,
+        ops: Vec<TxOp>,
+    ) -> Result<(Vec<TxOperation>, Vec<String>, Vec<Option<String>>), BrokerError> {
         let mut store_ops = Vec::with_capacity(ops.len());
         let mut transaction_ids = Vec::with_capacity(ops.len());
         let mut queues = Vec::with_capacity(ops.len());
@@ -73,26 +76,16 @@ impl Broker {
                 }
             }
         }
+        Ok((store_ops, transaction_ids, queues))
+    }
+
+    /// Runs every operation in one database transaction.
+    pub async fn transaction(&self, ops: Vec<TxOp>) -> Result<TxResult, BrokerError> {
+        let (store_ops, transaction_ids, queues) = self.prepare_tx(ops).await?;
         let transaction_id = Uuid::now_v7();
         match self.store.run_transaction(&store_ops).await {
             Ok(outcomes) => {
-                for (o, op) in outcomes.iter().zip(&store_ops) {
-                    match (o, op) {
-                        (TxOutcome::Acked(a), TxOperation::Ack { group, .. }) => {
-                            if let (true, Some(q), Some(p)) = (
-                                a.lease_released,
-                                a.queue_name.as_deref(),
-                                a.partition_name.as_deref(),
-                            ) {
-                                self.announce_partition_free(q, p, group);
-                            }
-                        }
-                        (TxOutcome::Pushed(_), TxOperation::Push { queue, message, .. }) => {
-                            self.announce_messages(queue, &message.partition);
-                        }
-                        _ => {}
-                    }
-                }
+                self.announce_tx(&outcomes, &store_ops);
                 Ok(TxResult {
                     transaction_id,
                     outcomes,
@@ -118,6 +111,27 @@ impl Broker {
                     queues,
                     failure: Some(failure),
                 })
+            }
+        }
+    }
+
+    /// Wakes pops of what a committed transaction pushed or freed.
+    pub(super) fn announce_tx(&self, outcomes: &[TxOutcome], store_ops: &[TxOperation]) {
+        for (o, op) in outcomes.iter().zip(store_ops) {
+            match (o, op) {
+                (TxOutcome::Acked(a), TxOperation::Ack { group, .. }) => {
+                    if let (true, Some(q), Some(p)) = (
+                        a.lease_released,
+                        a.queue_name.as_deref(),
+                        a.partition_name.as_deref(),
+                    ) {
+                        self.announce_partition_free(q, p, group);
+                    }
+                }
+                (TxOutcome::Pushed(_), TxOperation::Push { queue, message, .. }) => {
+                    self.announce_messages(queue, &message.partition);
+                }
+                _ => {}
             }
         }
     }

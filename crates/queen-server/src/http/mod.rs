@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod body;
 pub mod coded;
+pub mod surface_error;
 #[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod edge;
@@ -43,6 +44,7 @@ use routes::{
     metrics, migration, pop, push, queues, resources, status, system, traces, transaction,
 };
 use routes::{ephemeral, reads};
+use routes::{kv, locks, timers};
 
 /// Methods every answer allows (the reference's list).
 const ALLOWED_METHODS: &str = "GET, POST, PUT, DELETE, OPTIONS";
@@ -183,6 +185,14 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         .route(
             "/api/v1/ephemeral/queues/{queue}/depth",
             get(ephemeral::depth),
+        )
+        .route("/api/v1/kv", post(kv::kv))
+        .route("/api/v1/locks", post(locks::locks))
+        .route("/api/v1/timers", post(timers::schedule))
+        .route("/api/v1/timers/{queue}", get(timers::list))
+        .route(
+            "/api/v1/timers/{queue}/{*key}",
+            get(timers::peek).delete(timers::cancel),
         )
         .route("/streams/v1/queries", post(routes::streams::register))
         .route("/streams/v1/cycle", post(routes::streams::cycle))

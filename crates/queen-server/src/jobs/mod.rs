@@ -9,6 +9,8 @@
 //!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
 //!   replica does the work of each cycle;
+//! - `timers`: fires due timers (every replica, one sweep at a time through
+//!   a transaction-scoped advisory lock) and prunes expired KV rows;
 //! - `db_watchdog`: probes PostgreSQL on its own connection and declares it
 //!   lost when it stops answering (every replica);
 //! - `spool_replay`: replays the disk spool into PostgreSQL once it is back
@@ -21,6 +23,7 @@ mod planner_stats;
 mod retention;
 mod spool_replay;
 mod stats;
+mod timers;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -79,6 +82,7 @@ pub fn spawn_all(
         cancel.clone(),
     ));
     set.spawn(eviction::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(timers::run(broker.clone(), store.clone(), cancel.clone()));
     set.spawn(db_watchdog::run(
         store.clone(),
         spool.clone(),

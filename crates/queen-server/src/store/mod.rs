@@ -16,12 +16,15 @@
 mod ack;
 pub mod admin;
 mod batcher;
+mod bundle;
 mod connect;
 pub mod dbcopy;
 mod ephemeral;
 mod error;
 pub mod jobs;
+mod kv;
 mod liveness;
+mod locks;
 mod maintenance;
 mod migrate;
 mod op;
@@ -31,14 +34,18 @@ mod push;
 mod queues;
 mod reads;
 mod streams;
+mod timers;
 mod tls;
 mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus, Acked};
 pub use admin::*;
 pub use ephemeral::*;
+pub use bundle::BundleOutcome;
 pub use error::{DbError, StoreError};
+pub use kv::{KvKind, KvOp, KvOutcome, KvPrecondition, KvResult, KvRow};
 pub use liveness::Probe;
+pub use locks::{permit_key, LockOutcome, Permit, LOCKS_NS};
 pub use migrate::{is_foreign_schema, migrations_fingerprint, run_migrations};
 pub use op::DbOp;
 pub use pool::PoolStatus;
@@ -50,6 +57,7 @@ pub use streams::{
     AckDone, CycleAck, CycleError, CycleInput, CycleOutcome, CyclePush, CycleRefusal, Registration,
     StateFilter, StateMiss, StateOp, StateRow, StreamQuery, StreamQueryStats,
 };
+pub use timers::{FiredTimer, Sweep, TimerRow, TimerSchedule, TimerVerdict, TimerWrite};
 pub use transaction::{TxFailure, TxOperation, TxOutcome};
 
 use tokio_postgres::types::FromSql;

@@ -130,6 +130,14 @@ db_ops! {
     Ephemeral => "ephemeral", "store.ephemeral";
     /// Ephemeral queues: configure, reset, delete and the status reads.
     EphemeralAdmin => "ephemeral_admin", "store.ephemeral_admin";
+    /// `POST /api/v1/kv`: one call in one transaction.
+    Kv => "kv", "store.kv";
+    /// One lock or semaphore operation.
+    Locks => "locks", "store.locks";
+    /// Timer schedules, cancels, peeks and lists.
+    Timers => "timers", "store.timers";
+    /// One sweep firing due timers (and pruning expired KV rows).
+    TimerSweep => "timer_sweep", "store.timer_sweep";
     /// `/streams/v1/queries`: registering a stream query.
     StreamsRegister => "streams_register", "store.streams_register";
     /// `/streams/v1/cycle`: state, sink pushes and source ack in one transaction.

@@ -78,7 +78,7 @@ impl Store {
 /// (a run ends at an ack, or where a key of the run repeats, so that the
 /// repeat meets the first one stored and is refused like any known
 /// transactionId).
-async fn run_operations(
+pub(super) async fn run_operations(
     tx: &deadpool_postgres::Transaction<'_>,
     ops: &[TxOperation],
 ) -> Result<Vec<TxOutcome>, TxFailure> {

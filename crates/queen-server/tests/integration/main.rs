@@ -19,6 +19,7 @@ mod failover;
 mod groups;
 mod ha;
 mod hostile;
+mod kv;
 mod lease;
 mod long_poll;
 mod migration;

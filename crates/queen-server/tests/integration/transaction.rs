@@ -171,7 +171,7 @@ async fn a_failing_operation_leaves_nothing_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kv_and_timers_riders_are_refused() {
+async fn bad_kv_and_timers_riders_refuse_the_whole_transaction() {
     let (db, b) = setup().await;
     let queue = unique("tx-kv");
     let op = json!([{ "type": "push", "items": [ { "queue": queue, "payload": 1 } ] }]);
@@ -183,7 +183,14 @@ async fn kv_and_timers_riders_are_refused() {
             )
             .await;
         let e = assert_error(status, &res, StatusCode::BAD_REQUEST);
-        assert_eq!(e, "kv/timers operations are not supported");
+        let code = if rider == "kv" {
+            "kv_bad_request"
+        } else {
+            "timers_bad_request"
+        };
+        assert_eq!(e, code, "{res}");
+        let prefix = if rider == "kv" { "kv_" } else { "timers_" };
+        assert!(res["reason"].as_str().unwrap().starts_with(prefix), "{res}");
     }
     let client = db.client().await.expect("db client");
     assert_eq!(count(&client, "SELECT count(*) FROM queen.queues").await, 0);

@@ -8,7 +8,9 @@ pub mod dlq;
 pub mod dlq_delete;
 pub mod ephemeral;
 pub mod health;
+pub mod kv;
 pub mod lease;
+pub mod locks;
 pub mod messages;
 pub mod metrics;
 pub mod migration;
@@ -20,8 +22,10 @@ pub mod resources;
 pub mod status;
 pub mod streams;
 pub mod system;
+pub mod timers;
 pub mod traces;
 pub mod transaction;
+mod transaction_riders;
 
 use queen_proto::{ConsumerGroup, NameError, PartitionName, QueueName};
 

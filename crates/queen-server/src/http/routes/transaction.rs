@@ -1,4 +1,5 @@
-//! `POST /api/v1/transaction`: acks and pushes, all applied or none.
+//! `POST /api/v1/transaction`: acks and pushes, all applied or none; with
+//! `kv` or `timers` riders see `transaction_riders.rs`.
 
 use axum::body::Body;
 use axum::extract::State;
@@ -20,17 +21,16 @@ pub async fn transaction(
     State(app): State<AppState>,
     caller: Option<axum::Extension<crate::http::auth::Caller>>,
     body: Body,
-) -> Result<Json<TransactionResponse>, ApiError> {
+) -> Result<axum::response::Response, ApiError> {
     let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
-    if map.contains_key("kv") || map.contains_key("timers") {
-        return Err(ApiError::bad_request(
-            "kv/timers operations are not supported",
-        ));
-    }
+    let riders = match super::transaction_riders::parse(&map, caller.as_ref().map(|e| &e.0)) {
+        Ok(r) => r,
+        Err(coded) => return Ok(axum::response::IntoResponse::into_response(coded)),
+    };
     let Some(Value::Array(operations)) = map.get("operations") else {
         return Err(ApiError::bad_request("operations array required"));
     };
-    if operations.is_empty() {
+    if operations.is_empty() && riders.is_none() {
         return Err(ApiError::bad_request("operations array cannot be empty"));
     }
     let limits = &app.broker.config().limits;
@@ -85,13 +85,27 @@ pub async fn transaction(
             limits.max_transaction_operations,
         ));
     }
+    if let Some((kv, timers)) = riders {
+        return super::transaction_riders::run(&app, ops, kv, timers).await;
+    }
     let result = app.broker.transaction(ops).await?;
-    let entry = |index: usize, o: &TxOutcome| match o {
+    let body = render(&result);
+    Ok(axum::response::IntoResponse::into_response(Json(body)))
+}
+
+/// One push or ack slot of a transaction answer.
+pub(super) fn entry(
+    index: usize,
+    o: &TxOutcome,
+    transaction_ids: &[String],
+    queues: &[Option<String>],
+) -> TransactionEntry {
+    match o {
         TxOutcome::Acked(a) => TransactionEntry::Ack {
             index,
             kind: "ack",
             success: a.success,
-            transaction_id: result.transaction_ids[index].clone(),
+            transaction_id: transaction_ids[index].clone(),
             error: a.error.clone(),
             dlq: a.dlq,
         },
@@ -99,40 +113,62 @@ pub async fn transaction(
             index,
             kind: "push",
             success: true,
-            transaction_id: result.transaction_ids[index].clone(),
+            transaction_id: transaction_ids[index].clone(),
             message_id: p.message_id.to_string(),
             partition_id: p.partition_id.to_string(),
-            queue_name: result.queues.get(index).cloned().flatten(),
+            queue_name: queues.get(index).cloned().flatten(),
         },
-    };
+    }
+}
+
+fn render(result: &crate::broker::TxResult) -> TransactionResponse {
     let entries = |done: &[TxOutcome]| -> Vec<TransactionEntry> {
-        done.iter().enumerate().map(|(i, o)| entry(i, o)).collect()
+        done.iter()
+            .enumerate()
+            .map(|(i, o)| entry(i, o, &result.transaction_ids, &result.queues))
+            .collect()
     };
-    let body = match &result.failure {
+    failure_or(
+        result.transaction_id,
+        &result.transaction_ids,
+        result.failure.as_ref(),
+        || entries(&result.outcomes),
+        entries,
+    )
+}
+
+/// The answer of a transaction: its entries, or the failure that undid it.
+pub(super) fn failure_or(
+    transaction_id: uuid::Uuid,
+    transaction_ids: &[String],
+    failure: Option<&crate::store::TxFailure>,
+    ok: impl FnOnce() -> Vec<TransactionEntry>,
+    entries: impl Fn(&[TxOutcome]) -> Vec<TransactionEntry>,
+) -> TransactionResponse {
+    match failure {
         None => TransactionResponse {
-            transaction_id: result.transaction_id.to_string(),
+            transaction_id: transaction_id.to_string(),
             success: true,
             error: None,
-            results: entries(&result.outcomes),
+            results: ok(),
         },
         Some(f) => {
             let mut results = entries(&f.done);
             results.push(TransactionEntry::Failed {
                 index: f.failed_at,
                 success: false,
-                transaction_id: result.transaction_ids.get(f.failed_at).cloned(),
+                transaction_id: transaction_ids.get(f.failed_at).cloned(),
                 error: f.message.clone(),
             });
             if let Some(e) = &f.store {
                 tracing::warn!(error = %e, "transaction failed");
             }
             TransactionResponse {
-                transaction_id: result.transaction_id.to_string(),
+                transaction_id: transaction_id.to_string(),
                 success: false,
                 error: Some(f.message.clone()),
                 results,
             }
         }
-    };
-    Ok(Json(body))
+    }
 }

@@ -73,6 +73,7 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "ephemeral_ack",
     "ephemeral_reset",
     "ephemeral_delete",
+    "kv_write",
 ];
 
 /// Applies every file whose checksum differs from the one recorded (all of

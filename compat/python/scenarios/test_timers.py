@@ -1,0 +1,79 @@
+"""client.timers / client.timer (2.6.0): keyed timers, "not before", once, cancel."""
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from compat import V1, Ctx, scenario
+
+pytestmark = pytest.mark.skipif(V1, reason="queen-mq 1.x has no timers")
+
+
+@scenario()
+async def test_timer_fires_not_early_and_once(ctx: Ctx):
+    q = ctx.q("timer")
+    txn = str(uuid.uuid4())
+    sent = time.monotonic()
+    res = await ctx.client.timer(q).key("order-1/remind").payload({"hello": 1}).after_ms(1500).txn(txn).schedule()
+    assert res["ok"] is True and res["status"] == "scheduled" and res["txn"] == txn, res
+    peek = await ctx.client.timers.peek(q, "order-1/remind")
+    assert peek["found"] is True and peek["messageId"] == res["messageId"], peek
+    early = await ctx.client.queue(q).wait(False).pop()
+    assert early == [], "a timer fired before its time"
+    got = await ctx.client.queue(q).wait(True).timeout_millis(8000).pop()
+    elapsed = time.monotonic() - sent
+    assert len(got) == 1 and got[0]["data"] == {"hello": 1}, got
+    assert elapsed >= 1.5, f"delivered after {elapsed:.2f}s, before its 1.5 s"
+    assert got[0]["transactionId"] == txn and got[0]["id"] == res["messageId"], got
+    await ctx.client.ack(got[0])
+    await asyncio.sleep(1.2)
+    assert await ctx.client.queue(q).wait(False).pop() == [], "a timer fired twice"
+    gone = await ctx.client.timers.peek(q, "order-1/remind")
+    assert gone["found"] is False, gone
+
+
+@scenario()
+async def test_timer_reschedule_and_cancel(ctx: Ctx):
+    q = ctx.q("timer-cancel")
+    first = await ctx.client.timer(q).key("k").payload("a").after_ms(60_000).schedule()
+    assert first["status"] == "scheduled"
+    again = await ctx.client.timer(q).key("k").payload("b").after_ms(60_000).schedule()
+    assert again["status"] == "rescheduled" and again["txn"] != first["txn"], again
+    listed = await ctx.client.timers.list(q)
+    assert [r["timerKey"] for r in listed["rows"]] == ["k"], listed
+    cancelled = await ctx.client.timers.cancel(q, "k")
+    assert cancelled["ok"] is True and cancelled["status"] == "cancelled" and cancelled["txn"] == again["txn"], cancelled
+    absent = await ctx.client.timers.cancel(q, "k")
+    assert absent["ok"] is False and absent["status"] == "absent", absent
+    # a cancelled timer never fires
+    soon = await ctx.client.timer(q).key("soon").payload("c").after_ms(300).schedule()
+    assert soon["ok"]
+    assert (await ctx.client.timer(q).key("soon").cancel())["status"] == "cancelled"
+    await asyncio.sleep(1.5)
+    assert await ctx.client.queue(q).wait(False).pop() == []
+
+
+@scenario()
+async def test_timer_in_a_transaction_commits_with_it(ctx: Ctx):
+    from queen.errors import TimerError
+
+    q, ns = ctx.q("timer-tx"), "compat-" + uuid.uuid4().hex[:10]
+    # refused: the guard fails, so the timer is not scheduled either
+    res = await (
+        ctx.client.transaction()
+        .timer(q).key("tx-1").payload({"x": 1}).after_ms(0).schedule()
+        .kv.check(ns, "gate", expect=5, required=True)
+        .commit()
+    )
+    assert not res and res["reason"] == "kv_precondition", res
+    assert (await ctx.client.timers.peek(q, "tx-1"))["found"] is False
+    ok = await ctx.client.transaction().timer(q).key("tx-1").payload({"x": 2}).after_ms(0).schedule().commit()
+    assert ok["success"] is True and ok["results"][0]["type"] == "timer", ok
+    got = await ctx.client.queue(q).wait(True).timeout_millis(8000).pop()
+    assert [m["data"] for m in got] == [{"x": 2}], got
+    with pytest.raises(TimerError) as e:
+        await ctx.client.timers.batch([{"op": "schedule", "queue": q, "timerKey": "z", "payload": "@@ not base64", "delayMs": 1}])
+    assert e.value.status == 400 and e.value.reason == "timers_payload_not_base64"
+    assert (await ctx.client.timers.peek(q, "z"))["found"] is False

@@ -1,0 +1,447 @@
+//! Timers: `POST /api/v1/timers` (schedule, reschedule, cancel; one
+//! transaction), `DELETE /api/v1/timers/{queue}/{key…}` (cancel),
+//! `GET /api/v1/timers/{queue}/{key…}` (peek), `GET /api/v1/timers/{queue}`
+//! (list), and the parsing the `timers` rider of `/transaction` shares.
+
+use std::collections::HashSet;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+use crate::app::AppState;
+use crate::broker::TimerReq;
+use crate::http::body::{read_bytes, Query as QueryMap};
+use crate::http::surface_error::{operations, SurfaceError};
+use crate::store::{TimerRow, TimerVerdict, TimerWrite};
+
+/// Most operations per call.
+pub const MAX_OPS: usize = 256;
+/// Largest decoded payload.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
+/// Longest timer key, in bytes.
+pub const MAX_KEY_BYTES: usize = 512;
+/// Furthest a timer may be scheduled: 90 days.
+pub const HORIZON_MS: i64 = 90 * 24 * 3600 * 1000;
+
+/// Fields the broker owns; a schedule that carries one is refused.
+const SERVER_OWNED: &[&str] = &[
+    "producerSub",
+    "producer_sub",
+    "messageId",
+    "message_id",
+    "tenant",
+    "tenantId",
+    "tenant_id",
+    "deliverAt",
+    "deliver_at",
+    "delaySeconds",
+    "delay_seconds",
+    "attempts",
+    "claimToken",
+    "claim_token",
+    "claimedUntil",
+    "claimed_until",
+];
+
+fn bad(reason: &str, detail: impl Into<String>) -> SurfaceError {
+    SurfaceError::bad("timers_bad_request", reason, detail)
+}
+
+fn unavailable(e: crate::broker::BrokerError) -> SurfaceError {
+    SurfaceError::from_broker(e, "timers_unavailable", "timers_error")
+}
+
+pub async fn schedule(
+    State(app): State<AppState>,
+    caller: Option<axum::Extension<crate::http::auth::Caller>>,
+    body: Body,
+) -> Response {
+    let run = async {
+        let bytes = read_bytes(body, app.broker.config().max_body_bytes)
+            .await
+            .map_err(|e| SurfaceError::too_large("timers_bad_body", e.message))?;
+        let ops = operations(&bytes).ok_or_else(|| {
+            bad(
+                "timers_bad_body",
+                "the body must be a JSON array or {\"operations\": [...]}",
+            )
+        })?;
+        let sub = caller.as_ref().and_then(|c| c.0.subject.clone());
+        let reqs = parse_ops(&ops, sub)?;
+        let (writes, verdicts) = app.broker.timers(reqs).await.map_err(unavailable)?;
+        let results: Vec<Value> = writes
+            .iter()
+            .zip(&verdicts)
+            .map(|(w, v)| element(w, v))
+            .collect();
+        Ok::<_, SurfaceError>(Json(json!({ "results": results })).into_response())
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+pub async fn cancel(
+    State(app): State<AppState>,
+    Path((queue, key)): Path<(String, String)>,
+    Query(q): Query<QueryMap>,
+) -> Response {
+    let run = async {
+        let queue = queue_of(&queue)?;
+        let key = key_of(Some(&Value::String(key)))?;
+        let txn = q.get("txn").filter(|t| !t.is_empty()).cloned();
+        let (writes, verdicts) = app
+            .broker
+            .timers(vec![TimerReq::Cancel {
+                queue,
+                timer_key: key,
+                txn,
+            }])
+            .await
+            .map_err(unavailable)?;
+        Ok::<_, SurfaceError>(Json(element(&writes[0], &verdicts[0])).into_response())
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+pub async fn peek(
+    State(app): State<AppState>,
+    Path((queue, key)): Path<(String, String)>,
+) -> Response {
+    let run = async {
+        let row = app
+            .broker
+            .timer_peek(&queue, &key)
+            .await
+            .map_err(unavailable)?;
+        Ok::<_, SurfaceError>(
+            Json(match row {
+                Some(r) => {
+                    let mut v = row_json(&r);
+                    v["found"] = json!(true);
+                    v
+                }
+                None => json!({ "found": false, "queue": queue, "timerKey": key }),
+            })
+            .into_response(),
+        )
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+pub async fn list(
+    State(app): State<AppState>,
+    Path(queue): Path<String>,
+    Query(q): Query<QueryMap>,
+) -> Response {
+    let run = async {
+        let after = q.get("after").filter(|a| !a.is_empty()).map(String::as_str);
+        let limit = q
+            .get("limit")
+            .and_then(|l| l.parse::<i64>().ok())
+            .unwrap_or(100)
+            .clamp(1, 1000);
+        let (rows, more) = app
+            .broker
+            .timer_list(&queue, after, limit)
+            .await
+            .map_err(unavailable)?;
+        let next = more
+            .then(|| rows.last().map(|r| r.timer_key.clone()))
+            .flatten();
+        Ok::<_, SurfaceError>(
+            Json(json!({
+                "rows": rows.iter().map(row_json).collect::<Vec<_>>(),
+                "truncated": more,
+                "nextAfter": next,
+            }))
+            .into_response(),
+        )
+    };
+    run.await.unwrap_or_else(IntoResponse::into_response)
+}
+
+fn row_json(r: &TimerRow) -> Value {
+    let t = queen_proto::time::format_micros;
+    let mut v = json!({
+        "queue": r.queue,
+        "timerKey": r.timer_key,
+        "partition": r.partition,
+        "deliverAt": t(r.deliver_at),
+        "txn": r.txn,
+        "messageId": r.message_id.to_string(),
+        "payloadZstd": false,
+        "encrypted": r.encrypted,
+        "producerSub": r.producer_sub,
+        "attempts": r.attempts,
+        "lastError": r.last_error,
+        "claimed": false,
+        "createdAt": t(r.created_at),
+        "updatedAt": t(r.updated_at),
+    });
+    if let Some(p) = &r.payload {
+        v["payload"] = json!(base64::engine::general_purpose::STANDARD.encode(p));
+    }
+    v
+}
+
+/// One result element (§5.4 of the client surface sheet).
+pub fn element(w: &TimerWrite, v: &TimerVerdict) -> Value {
+    let (queue, key) = (w.queue(), w.timer_key());
+    match v {
+        TimerVerdict::Scheduled {
+            rescheduled,
+            txn,
+            message_id,
+            deliver_at,
+        } => json!({
+            "ok": true,
+            "status": if *rescheduled { "rescheduled" } else { "scheduled" },
+            "queue": queue, "timerKey": key, "txn": txn,
+            "messageId": message_id.to_string(),
+            "deliverAt": queen_proto::time::format_micros(*deliver_at),
+        }),
+        TimerVerdict::Cancelled { txn } => json!({
+            "ok": true, "status": "cancelled", "queue": queue, "timerKey": key, "txn": txn,
+        }),
+        TimerVerdict::Absent { txn } => json!({
+            "ok": false, "status": "absent", "queue": queue, "timerKey": key, "txn": txn,
+        }),
+    }
+}
+
+fn queue_of(s: &str) -> Result<queen_proto::QueueName, SurfaceError> {
+    queen_proto::QueueName::new(s).map_err(|e| bad("timers_bad_queue", e.to_string()))
+}
+
+fn key_of(v: Option<&Value>) -> Result<String, SurfaceError> {
+    match v {
+        Some(Value::String(s))
+            if !s.is_empty() && !s.contains('\0') && s.len() <= MAX_KEY_BYTES =>
+        {
+            Ok(s.clone())
+        }
+        None | Some(Value::Null) => Err(bad("timers_key_required", "timerKey is required")),
+        _ => Err(bad(
+            "timers_bad_key",
+            format!(
+                "timerKey must be a non-empty string of at most {MAX_KEY_BYTES} bytes without NUL"
+            ),
+        )),
+    }
+}
+
+fn txn_of(m: &Map<String, Value>) -> Result<Option<String>, SurfaceError> {
+    match m.get("txn") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() && s.len() <= 255 => Ok(Some(s.clone())),
+        _ => Err(bad(
+            "timers_bad_txn",
+            "txn must be a non-empty string of at most 255 characters",
+        )),
+    }
+}
+
+/// Validates a whole call (also the `timers` rider of `/transaction`).
+pub fn parse_ops(ops: &[Value], producer_sub: Option<String>) -> Result<Vec<TimerReq>, SurfaceError> {
+    if ops.len() > MAX_OPS {
+        return Err(bad(
+            "timers_too_many_ops",
+            format!("at most {MAX_OPS} operations per call"),
+        ));
+    }
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(ops.len());
+    for (i, v) in ops.iter().enumerate() {
+        let req = parse_op(v, producer_sub.clone()).map_err(|mut c| {
+            c.detail = format!("operation {i}: {}", c.detail);
+            c
+        })?;
+        let key = match &req {
+            TimerReq::Schedule {
+                queue, timer_key, ..
+            }
+            | TimerReq::Cancel {
+                queue, timer_key, ..
+            } => (queue.as_str().to_owned(), timer_key.clone()),
+        };
+        if !seen.insert(key) {
+            return Err(bad(
+                "timers_duplicate_in_call",
+                format!("operation {i}: the same (queue, timerKey) twice in one call"),
+            ));
+        }
+        out.push(req);
+    }
+    Ok(out)
+}
+
+fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, SurfaceError> {
+    let m = v
+        .as_object()
+        .ok_or_else(|| bad("timers_bad_request", "an operation must be an object"))?;
+    if let Some(f) = m
+        .keys()
+        .find(|k| k.starts_with('_') || SERVER_OWNED.contains(&k.as_str()))
+    {
+        return Err(bad(
+            "timers_server_owned_field",
+            format!("{f} is set by the broker, not by the caller"),
+        ));
+    }
+    let queue = match m.get("queue") {
+        Some(Value::String(q)) => queue_of(q)?,
+        _ => return Err(bad("timers_queue_required", "queue is required")),
+    };
+    let timer_key = key_of(m.get("timerKey"))?;
+    let txn = txn_of(m)?;
+    match m.get("op").and_then(Value::as_str) {
+        Some("schedule" | "reschedule") => {}
+        Some("cancel") => {
+            return Ok(TimerReq::Cancel {
+                queue,
+                timer_key,
+                txn,
+            })
+        }
+        other => {
+            return Err(bad(
+                "timers_unknown_op",
+                format!(
+                    "unknown op {}",
+                    other.map_or("(none)".into(), |s| format!("{s:?}"))
+                ),
+            ))
+        }
+    }
+    let partition = match m.get("partition") {
+        None | Some(Value::Null) => queen_proto::PartitionName::new("Default"),
+        Some(Value::String(p)) if !p.is_empty() => queen_proto::PartitionName::new(p),
+        _ => {
+            return Err(bad(
+                "timers_bad_partition",
+                "partition must be a non-empty string",
+            ))
+        }
+    }
+    .map_err(|e| bad("timers_bad_partition", e.to_string()))?;
+    let delay_ms = match m.get("delayMs") {
+        None | Some(Value::Null) => {
+            return Err(bad("timers_delay_required", "delayMs is required"))
+        }
+        Some(Value::Number(n)) => n
+            .as_i64()
+            .ok_or_else(|| bad("timers_bad_delay", "delayMs must be an integer"))?,
+        Some(_) => return Err(bad("timers_bad_delay", "delayMs must be an integer")),
+    };
+    if delay_ms > HORIZON_MS {
+        return Err(SurfaceError::with_status(
+            axum::http::StatusCode::FORBIDDEN,
+            "timer_horizon_exceeded",
+            "timers_horizon",
+            format!("delayMs beyond the horizon of {HORIZON_MS} ms"),
+        ));
+    }
+    if m.get("payloadZstd")
+        .is_some_and(|z| z == &Value::Bool(true))
+    {
+        return Err(bad(
+            "timers_zstd_unsupported",
+            "this broker does not take zstd payloads; send the payload uncompressed",
+        ));
+    }
+    let Some(Value::String(payload)) = m.get("payload") else {
+        return Err(bad(
+            "timers_payload_required",
+            "payload (base64) is required",
+        ));
+    };
+    if payload.len() > MAX_PAYLOAD_BYTES / 3 * 4 + 8 {
+        return Err(SurfaceError::too_large(
+            "timers_payload_too_large",
+            format!("payload larger than {MAX_PAYLOAD_BYTES} bytes"),
+        ));
+    }
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(payload)
+        .map_err(|_| bad("timers_payload_not_base64", "payload must be base64"))?;
+    if bytes.len() > MAX_PAYLOAD_BYTES {
+        return Err(SurfaceError::too_large(
+            "timers_payload_too_large",
+            format!("payload larger than {MAX_PAYLOAD_BYTES} bytes"),
+        ));
+    }
+    let text = String::from_utf8(bytes)
+        .ok()
+        .filter(|t| serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok())
+        .ok_or_else(|| {
+            bad(
+                "timers_payload_not_json",
+                "the decoded payload must be JSON text (the client JSON-encodes non-bytes payloads)",
+            )
+        })?;
+    Ok(TimerReq::Schedule {
+        queue,
+        timer_key,
+        partition,
+        delay_ms,
+        txn,
+        payload: text,
+        producer_sub,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(v: Value) -> (u16, String) {
+        let e = parse_ops(&[v], None).unwrap_err();
+        (e.status.as_u16(), e.reason)
+    }
+
+    #[test]
+    fn bad_timer_operations_are_refused() {
+        let p = base64::engine::general_purpose::STANDARD.encode(b"{\"a\":1}");
+        let ok =
+            json!({"op": "schedule", "queue": "q", "timerKey": "k", "payload": p, "delayMs": 5});
+        assert!(parse_ops(std::slice::from_ref(&ok), None).is_ok());
+        let with = |k: &str, v: Value| {
+            let mut o = ok.clone();
+            o[k] = v;
+            o
+        };
+        assert_eq!(refused(with("op", json!("frob"))).1, "timers_unknown_op");
+        assert_eq!(
+            refused(with("deliverAt", json!("x"))).1,
+            "timers_server_owned_field"
+        );
+        assert_eq!(refused(with("_x", json!(1))).1, "timers_server_owned_field");
+        assert_eq!(
+            refused(with("payload", json!("%%%"))).1,
+            "timers_payload_not_base64"
+        );
+        assert_eq!(refused(with("delayMs", json!("5"))).1, "timers_bad_delay");
+        assert_eq!(
+            refused(with("delayMs", json!(HORIZON_MS + 1))),
+            (403, "timers_horizon".into())
+        );
+        assert_eq!(
+            refused(with("partition", json!(""))).1,
+            "timers_bad_partition"
+        );
+        assert_eq!(refused(with("timerKey", json!(""))).1, "timers_bad_key");
+        let raw = base64::engine::general_purpose::STANDARD.encode(b"not json");
+        assert_eq!(
+            refused(with("payload", json!(raw))).1,
+            "timers_payload_not_json"
+        );
+        let twice = [ok.clone(), ok];
+        assert_eq!(
+            parse_ops(&twice, None).unwrap_err().reason,
+            "timers_duplicate_in_call"
+        );
+    }
+}

@@ -1,0 +1,340 @@
+//! Timers (`POST/GET/DELETE /api/v1/timers`, the `timers` rider of
+//! `/transaction`) and their firing.
+//!
+//! A schedule is an upsert on (queue, timer_key). Firing takes due rows with
+//! `FOR UPDATE SKIP LOCKED`, appends each one's message through
+//! `queen.push_batch` (its transactionId is the timer's txn, its id the
+//! promised message id) and deletes the row, all in one transaction: a timer
+//! fires once or not at all, whatever number of replicas sweep. A cancel that
+//! meets a timer being fired waits for that transaction and then finds
+//! nothing (`absent`), so `too_late` is never answered.
+
+use chrono::{DateTime, Utc};
+use deadpool_postgres::GenericClient;
+use uuid::Uuid;
+
+use super::op::{with_op, DbOp};
+use super::push::append_with;
+use super::queues::ensure_queue_with;
+use super::{col, AppendStatus, NewMessage, Store, StoreError};
+
+/// Advisory lock (transaction scope) that lets one replica sweep at a time.
+const SWEEP_LOCK_KEY: i64 = 0x7175_6565_6e74_696d; // "queentim"
+
+/// A validated schedule or reschedule.
+#[derive(Debug, Clone)]
+pub struct TimerSchedule {
+    pub queue: String,
+    pub timer_key: String,
+    pub partition: String,
+    pub delay_ms: i64,
+    pub txn: String,
+    pub message_id: Uuid,
+    /// The message payload as JSON text (sealed when the queue encrypts).
+    pub payload: String,
+    pub encrypted: bool,
+    pub producer_sub: Option<String>,
+}
+
+/// One timer write.
+#[derive(Debug, Clone)]
+pub enum TimerWrite {
+    Schedule(TimerSchedule),
+    Cancel {
+        queue: String,
+        timer_key: String,
+        txn: Option<String>,
+    },
+}
+
+impl TimerWrite {
+    pub fn queue(&self) -> &str {
+        match self {
+            Self::Schedule(s) => &s.queue,
+            Self::Cancel { queue, .. } => queue,
+        }
+    }
+
+    pub fn timer_key(&self) -> &str {
+        match self {
+            Self::Schedule(s) => &s.timer_key,
+            Self::Cancel { timer_key, .. } => timer_key,
+        }
+    }
+}
+
+/// The verdict of one timer write.
+#[derive(Debug, Clone)]
+pub enum TimerVerdict {
+    Scheduled {
+        rescheduled: bool,
+        txn: String,
+        message_id: Uuid,
+        deliver_at: DateTime<Utc>,
+    },
+    Cancelled {
+        txn: String,
+    },
+    Absent {
+        txn: Option<String>,
+    },
+}
+
+/// A pending timer as peek and list show it.
+#[derive(Debug, Clone)]
+pub struct TimerRow {
+    pub queue: String,
+    pub timer_key: String,
+    pub partition: String,
+    pub deliver_at: DateTime<Utc>,
+    pub txn: String,
+    pub message_id: Uuid,
+    pub payload: Option<String>,
+    pub encrypted: bool,
+    pub producer_sub: Option<String>,
+    pub attempts: i32,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// A message a sweep appended.
+#[derive(Debug, Clone)]
+pub struct FiredTimer {
+    pub queue: String,
+    pub partition: String,
+    pub duplicate: bool,
+}
+
+/// One sweep: what fired, and when the next pending timer is due.
+#[derive(Debug, Clone, Default)]
+pub struct Sweep {
+    pub fired: Vec<FiredTimer>,
+    /// `false` when another replica held the sweep lock.
+    pub swept: bool,
+    pub next_due_in_ms: Option<i64>,
+}
+
+pub(super) async fn timers_apply(
+    client: &impl GenericClient,
+    writes: &[TimerWrite],
+) -> Result<Vec<TimerVerdict>, StoreError> {
+    let mut out = Vec::with_capacity(writes.len());
+    for w in writes {
+        out.push(match w {
+            TimerWrite::Schedule(s) => {
+                let row = client
+                    .query_one(
+                        "INSERT INTO queen.timers AS t (queue, timer_key, partition, deliver_at,
+                             txn, message_id, payload, encrypted, producer_sub, attempts,
+                             last_error, created_at, updated_at)
+                         VALUES ($1, $2, $3,
+                             clock_timestamp() + make_interval(secs => $4::bigint / 1000.0),
+                             $5, $6, $7, $8, $9, 0, NULL, clock_timestamp(), clock_timestamp())
+                         ON CONFLICT (queue, timer_key) DO UPDATE
+                            SET partition = EXCLUDED.partition, deliver_at = EXCLUDED.deliver_at,
+                                txn = EXCLUDED.txn, message_id = EXCLUDED.message_id,
+                                payload = EXCLUDED.payload, encrypted = EXCLUDED.encrypted,
+                                producer_sub = EXCLUDED.producer_sub, attempts = 0,
+                                last_error = NULL, updated_at = EXCLUDED.updated_at
+                         RETURNING (xmax <> 0) AS rescheduled, deliver_at",
+                        &[
+                            &s.queue,
+                            &s.timer_key,
+                            &s.partition,
+                            &s.delay_ms,
+                            &s.txn,
+                            &s.message_id,
+                            &s.payload,
+                            &s.encrypted,
+                            &s.producer_sub,
+                        ],
+                    )
+                    .await?;
+                TimerVerdict::Scheduled {
+                    rescheduled: col(&row, "rescheduled")?,
+                    txn: s.txn.clone(),
+                    message_id: s.message_id,
+                    deliver_at: col(&row, "deliver_at")?,
+                }
+            }
+            TimerWrite::Cancel {
+                queue,
+                timer_key,
+                txn,
+            } => {
+                let row = client
+                    .query_opt(
+                        "DELETE FROM queen.timers WHERE queue = $1 AND timer_key = $2
+                         RETURNING txn",
+                        &[queue, timer_key],
+                    )
+                    .await?;
+                match row {
+                    Some(r) => TimerVerdict::Cancelled {
+                        txn: col(&r, "txn")?,
+                    },
+                    None => TimerVerdict::Absent { txn: txn.clone() },
+                }
+            }
+        });
+    }
+    Ok(out)
+}
+
+fn timer_row(r: &tokio_postgres::Row, with_payload: bool) -> Result<TimerRow, StoreError> {
+    Ok(TimerRow {
+        queue: col(r, "queue")?,
+        timer_key: col(r, "timer_key")?,
+        partition: col(r, "partition")?,
+        deliver_at: col(r, "deliver_at")?,
+        txn: col(r, "txn")?,
+        message_id: col(r, "message_id")?,
+        payload: if with_payload {
+            Some(col(r, "payload")?)
+        } else {
+            None
+        },
+        encrypted: col(r, "encrypted")?,
+        producer_sub: col(r, "producer_sub")?,
+        attempts: col(r, "attempts")?,
+        last_error: col(r, "last_error")?,
+        created_at: col(r, "created_at")?,
+        updated_at: col(r, "updated_at")?,
+    })
+}
+
+impl Store {
+    /// Schedules and cancels in one transaction (`POST /api/v1/timers`).
+    pub async fn timers_call(
+        &self,
+        writes: &[TimerWrite],
+    ) -> Result<Vec<TimerVerdict>, StoreError> {
+        with_op!(self.db, DbOp::Timers, |client| {
+            let tx = client.transaction().await?;
+            let out = timers_apply(&tx, writes).await?;
+            tx.commit().await?;
+            Ok(out)
+        })
+    }
+
+    /// One pending timer.
+    pub async fn timer_peek(
+        &self,
+        queue: &str,
+        timer_key: &str,
+    ) -> Result<Option<TimerRow>, StoreError> {
+        with_op!(self.db, DbOp::Timers, |client| {
+            client
+                .query_opt(
+                    "SELECT * FROM queen.timers WHERE queue = $1 AND timer_key = $2",
+                    &[&queue, &timer_key],
+                )
+                .await?
+                .map(|r| timer_row(&r, true))
+                .transpose()
+        })
+    }
+
+    /// A page of a queue's pending timers in key byte order, and whether more follow.
+    pub async fn timer_list(
+        &self,
+        queue: &str,
+        after: Option<&str>,
+        limit: i64,
+    ) -> Result<(Vec<TimerRow>, bool), StoreError> {
+        with_op!(self.db, DbOp::Timers, |client| {
+            let rows = client
+                .query(
+                    "SELECT * FROM queen.timers
+                     WHERE queue = $1 AND ($2::text IS NULL OR timer_key > $2)
+                     ORDER BY timer_key LIMIT $3",
+                    &[&queue, &after, &(limit + 1)],
+                )
+                .await?;
+            let more = rows.len() as i64 > limit;
+            let page = rows
+                .iter()
+                .take(limit as usize)
+                .map(|r| timer_row(r, false))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((page, more))
+        })
+    }
+
+    /// Fires up to `batch` due timers in one transaction, when no other
+    /// replica is sweeping; also prunes expired KV rows.
+    pub async fn sweep_timers(&self, batch: i64) -> Result<Sweep, StoreError> {
+        with_op!(self.db, DbOp::TimerSweep, |client| {
+            let tx = client.transaction().await?;
+            let won: bool = col(
+                &tx.query_one(
+                    "SELECT pg_try_advisory_xact_lock($1) AS won",
+                    &[&SWEEP_LOCK_KEY],
+                )
+                .await?,
+                "won",
+            )?;
+            if !won {
+                return Ok(Sweep::default());
+            }
+            let due = tx
+                .query(
+                    "SELECT queue, timer_key, partition, txn, message_id, payload, producer_sub
+                     FROM queen.timers WHERE deliver_at <= clock_timestamp()
+                     ORDER BY deliver_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+                    &[&batch],
+                )
+                .await?;
+            let mut fired = Vec::with_capacity(due.len());
+            for r in &due {
+                let queue: String = col(r, "queue")?;
+                let timer_key: String = col(r, "timer_key")?;
+                let partition: String = col(r, "partition")?;
+                let (namespace, task) = match queen_proto::QueueName::new(&queue) {
+                    Ok(q) => q.derived_namespace_task(),
+                    Err(_) => (String::new(), String::new()),
+                };
+                let row = ensure_queue_with(&tx, &queue, &namespace, &task).await?;
+                let msg = NewMessage {
+                    queue_id: row.id,
+                    partition: partition.clone(),
+                    message_id: col(r, "message_id")?,
+                    transaction_id: col(r, "txn")?,
+                    trace_id: None,
+                    payload: col(r, "payload")?,
+                    producer_sub: col(r, "producer_sub")?,
+                };
+                let outcome = append_with(&tx, std::slice::from_ref(&msg), false).await?;
+                tx.execute(
+                    "DELETE FROM queen.timers WHERE queue = $1 AND timer_key = $2",
+                    &[&queue, &timer_key],
+                )
+                .await?;
+                fired.push(FiredTimer {
+                    queue,
+                    partition,
+                    duplicate: outcome
+                        .first()
+                        .is_some_and(|o| o.status == AppendStatus::Duplicate),
+                });
+            }
+            super::kv::prune_expired(&tx, 1000).await?;
+            let next: Option<f64> = col(
+                &tx.query_one(
+                    "SELECT (extract(epoch FROM min(deliver_at) - clock_timestamp()) * 1000)::float8
+                        AS next FROM queen.timers",
+                    &[],
+                )
+                .await?,
+                "next",
+            )?;
+            tx.commit().await?;
+            Ok(Sweep {
+                fired,
+                swept: true,
+                next_due_in_ms: next.map(|n| n.max(0.0) as i64),
+            })
+        })
+    }
+}
