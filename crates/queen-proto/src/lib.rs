@@ -11,8 +11,8 @@
 pub mod admin;
 pub mod analytics;
 pub mod mesh;
-pub mod migration;
 pub mod mesh_auth;
+pub mod migration;
 pub mod names;
 pub mod options;
 pub mod payload;

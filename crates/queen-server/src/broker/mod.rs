@@ -39,8 +39,8 @@ use tokio_util::sync::CancellationToken;
 
 pub use ack::AckRequest;
 pub use admin::MessageView;
-pub use ephemeral::{EphemeralPop, EphemeralRefusal};
 pub use bundle::{BundleDone, BundleRefusal, BundleResult};
+pub use ephemeral::{EphemeralPop, EphemeralRefusal};
 pub use hints::spawn_hint_applier;
 pub use locks::LockOp;
 pub use pop::{PopOutcome, PopRequest, PopTarget};

@@ -14,7 +14,6 @@
 pub mod auth;
 pub mod body;
 pub mod coded;
-pub mod surface_error;
 #[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod edge;
@@ -23,6 +22,7 @@ mod jwks;
 pub mod limits;
 pub mod routes;
 pub mod serve;
+pub mod surface_error;
 
 use std::time::Duration;
 

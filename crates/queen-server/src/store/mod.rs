@@ -40,8 +40,8 @@ mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus, Acked};
 pub use admin::*;
-pub use ephemeral::*;
 pub use bundle::BundleOutcome;
+pub use ephemeral::*;
 pub use error::{DbError, StoreError};
 pub use kv::{KvKind, KvOp, KvOutcome, KvPrecondition, KvResult, KvRow};
 pub use liveness::Probe;

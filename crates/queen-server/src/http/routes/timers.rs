@@ -245,7 +245,10 @@ fn txn_of(m: &Map<String, Value>) -> Result<Option<String>, SurfaceError> {
 }
 
 /// Validates a whole call (also the `timers` rider of `/transaction`).
-pub fn parse_ops(ops: &[Value], producer_sub: Option<String>) -> Result<Vec<TimerReq>, SurfaceError> {
+pub fn parse_ops(
+    ops: &[Value],
+    producer_sub: Option<String>,
+) -> Result<Vec<TimerReq>, SurfaceError> {
     if ops.len() > MAX_OPS {
         return Err(bad(
             "timers_too_many_ops",

@@ -15,8 +15,8 @@ use serde_json::{json, Map, Value};
 use super::{kv, timers};
 use crate::app::AppState;
 use crate::broker::{BundleRefusal, TimerReq, TxOp};
-use crate::http::surface_error::SurfaceError;
 use crate::http::error::ApiError;
+use crate::http::surface_error::SurfaceError;
 use crate::store::KvOp;
 
 /// The validated `kv` and `timers` riders of one transaction.
