@@ -250,10 +250,13 @@ pub enum DlqCommand {
         partition_id: String,
         transaction_id: String,
     },
-    /// Delete a dead-lettered message.
+    /// Delete the dead letters of a message (the message itself stays).
     Delete {
         partition_id: String,
         transaction_id: String,
+        /// Only this consumer group's dead letter (default: every group's).
+        #[arg(long, short)]
+        group: Option<String>,
     },
 }
 

@@ -369,6 +369,37 @@ impl Admin {
             .await
     }
 
+    /// Deletes the dead letters of one message
+    /// (`DELETE /api/v1/dlq/:partitionId/:transactionId`): those of `group`,
+    /// or of every group with `None`. The message itself stays where it is;
+    /// none there is a `404` error.
+    ///
+    /// ```no_run
+    /// # async fn run(client: queen_client::Client) -> queen_client::Result<()> {
+    /// let r = client
+    ///     .admin()
+    ///     .delete_dead_letter("c3d9e0f1-2a3b-4c5d-8e9f-a0b1c2d3e4f5", "order-1", Some("billing"))
+    ///     .await?;
+    /// println!("{} deleted", r["deleted"]);
+    /// # Ok(()) }
+    /// ```
+    pub async fn delete_dead_letter(
+        &self,
+        partition_id: &str,
+        transaction_id: &str,
+        group: Option<&str>,
+    ) -> Result<Value> {
+        let mut q = Query::default();
+        q.opt("consumerGroup", group);
+        self.delete(format!(
+            "/api/v1/dlq/{}/{}{}",
+            segment(partition_id),
+            segment(transaction_id),
+            q.as_str()
+        ))
+        .await
+    }
+
     /// Moves a dead-lettered message back into its partition
     /// (`POST /api/v1/messages/:partitionId/:transactionId/retry`, the
     /// 2.6 client's route). Brokers without the route answer 404.

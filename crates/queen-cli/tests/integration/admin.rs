@@ -137,33 +137,33 @@ async fn dead_letters_are_listed_retried_and_deleted() {
     let none = queen(&b, &["dlq", "list", "-q", &q, "--group", "other"]).await;
     assert_eq!(none.ok().trim(), "no dead letter");
 
-    // retry: POST /api/v1/messages/:p/:t/retry (the 2.6 client's route)
+    // retry: the dead letter goes back to the tail of its partition
     let run = queen(&b, &["dlq", "retry", p, t]).await;
-    if run.code == 0 {
-        assert!(run.stdout.contains("moved"), "{run:?}");
-    } else {
-        let err = run.fails(1);
-        assert!(err.contains("no route POST /api/v1/messages/"), "{err}");
-    }
-    // delete: the message goes; a broker that keeps its dead letter is called out
-    let run = queen(&b, &["dlq", "delete", p, t]).await;
-    assert!(
-        run.stdout.contains(&format!("deleted message {t}")),
-        "{run:?}"
-    );
-    let still_listed = queen(&b, &["dlq", "list", "--queue", &q, "--json"])
+    assert!(run.ok().contains("moved"), "{run:?}");
+    let page = queen(&b, &["dlq", "list", "--queue", &q, "--json"])
         .await
-        .json()["total"]
-        == 1;
-    if still_listed {
-        assert!(
-            run.fails(1).contains("still lists its dead letter"),
-            "{run:?}"
-        );
-    } else {
-        run.ok();
-    }
-    let run = queen(&b, &["dlq", "delete", p, t]).await;
+        .json();
+    assert_eq!(page["total"], 0, "{page}");
+    let again = queen(&b, &["pop", &q, "--no-ack", "--json"]).await.json()[0].clone();
+    assert_eq!(again["data"], json!({"bad": true}), "{again}");
+    let (p2, t2) = (
+        again["partitionId"].as_str().unwrap(),
+        again["transactionId"].as_str().unwrap(),
+    );
+    assert_ne!(t2, t, "a retried letter is a new message");
+
+    // delete: the dead letter goes, nothing else
+    let r = queen(&b, &["ack", p2, t2, "--status", "dlq", "--json"])
+        .await
+        .json();
+    assert_eq!(r["dlq"], true, "{r}");
+    let run = queen(&b, &["dlq", "delete", p2, t2]).await;
+    assert!(run.ok().contains("deleted 1 dead letter(s)"), "{run:?}");
+    let page = queen(&b, &["dlq", "list", "--queue", &q, "--json"])
+        .await
+        .json();
+    assert_eq!(page["total"], 0, "{page}");
+    let run = queen(&b, &["dlq", "delete", p2, t2]).await;
     assert!(run.fails(1).contains("404"), "{run:?}");
 }
 
