@@ -4,7 +4,7 @@
 use chrono::{DateTime, Utc};
 
 use super::Broker;
-use crate::jobs::METRICS_LOCK_KEY;
+use crate::store::jobs::METRICS_LOCK_KEY;
 use crate::store::{
     LagPoint, OpsPoint, ParkedPoint, QueuePolicy, RetentionRun, SeriesQuery, StoreError,
     WorkerPoint,

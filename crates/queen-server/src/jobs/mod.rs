@@ -41,8 +41,7 @@ use crate::store::Store;
 pub const RETENTION_LOCK_KEY: i64 = 0x7175_6565_6e72_6574;
 /// Advisory lock key of the eviction job ("queenevi").
 pub const EVICTION_LOCK_KEY: i64 = 0x7175_6565_6e65_7669;
-/// Advisory lock key of the queue metrics history ("queenmet").
-pub const METRICS_LOCK_KEY: i64 = 0x7175_6565_6e6d_6574;
+pub use crate::store::jobs::METRICS_LOCK_KEY;
 
 /// Starts every background loop; they stop when `cancel` is cancelled.
 pub fn spawn_all(

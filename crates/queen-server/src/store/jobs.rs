@@ -7,6 +7,10 @@ use tokio_postgres::Client;
 use super::op::{with_op, DbOp};
 use super::{col, Store, StoreError};
 
+/// Advisory lock key of the queue metrics history ("queenmet"): taken by the
+/// stats job and by an on-demand sample, so one replica writes each interval.
+pub const METRICS_LOCK_KEY: i64 = 0x7175_6565_6e6d_6574;
+
 /// A session-scoped advisory lock held on a dedicated connection. Dropping the
 /// guard closes that connection, which releases the lock in PostgreSQL too.
 #[derive(Debug)]
