@@ -643,6 +643,7 @@ async fn maintenance_modes_are_persisted_and_applied() {
             "bufferedMessages",
             "bufferHealthy",
             "bufferStats",
+            "effective",
         ],
     );
     let (status, body) = b
@@ -800,15 +801,10 @@ async fn routes_absent_from_the_reference_answer_404_json() {
     for (method, path) in [
         (reqwest::Method::DELETE, "/api/v1/queues/q/clear"),
         (reqwest::Method::GET, "/api/v1/resources/partitions"),
-        (reqwest::Method::POST, "/api/v1/messages/p/t/retry"),
         (reqwest::Method::POST, "/api/v1/messages/p/t/dlq"),
-        (reqwest::Method::GET, "/api/v1/resources/queues/q/depth"),
         (reqwest::Method::GET, "/api/v1/kv/some-key"),
         (reqwest::Method::POST, "/api/v1/locks/a"),
-        (reqwest::Method::GET, "/api/v1/timers"),
         (reqwest::Method::GET, "/api/v1/ephemeral/x"),
-        (reqwest::Method::GET, "/api/v1/fetch"),
-        (reqwest::Method::GET, "/api/v1/partitions/changed"),
     ] {
         let (status, body) = b.call(method.clone(), path, None).await;
         assert_eq!(status, StatusCode::NOT_FOUND, "{method} {path}");

@@ -302,7 +302,6 @@ async fn unknown_routes_answer_404_json() {
     for (method, path) in [
         (Method::GET, "/api/v1/nope"),
         (Method::GET, "/api/v1/kv/some-key"),
-        (Method::POST, "/api/v1/timers"),
         (Method::GET, "/api/v1/push"),
         (Method::DELETE, "/api/v1/queues/x/clear"),
     ] {
