@@ -3,10 +3,12 @@
 //! `{"error": <code>, "reason": <id>, "detail": <text>}` with a status. The
 //! official 2.6.0 client branches on `error`/`reason`, never on prose.
 
+use axum::body::Body;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use super::body::read_bytes;
 use super::error::ApiError;
 use crate::broker::BrokerError;
 
@@ -101,6 +103,27 @@ pub fn operations(bytes: &[u8]) -> Option<Vec<serde_json::Value>> {
         },
         _ => None,
     }
+}
+
+/// Reads a call's body and its operations (see [`operations`]): `error` is
+/// the surface's 400 code (`kv_bad_request`), `reason` the reason a body
+/// that is too large or not of that shape is refused with (`kv_bad_body`).
+pub async fn read_operations(
+    body: Body,
+    max_bytes: usize,
+    error: &'static str,
+    reason: &'static str,
+) -> Result<Vec<serde_json::Value>, SurfaceError> {
+    let bytes = read_bytes(body, max_bytes)
+        .await
+        .map_err(|e| SurfaceError::too_large(reason, e.message))?;
+    operations(&bytes).ok_or_else(|| {
+        SurfaceError::bad(
+            error,
+            reason,
+            "the body must be a JSON array or {\"operations\": [...]}",
+        )
+    })
 }
 
 /// KV and lock times: ISO-8601 UTC ending in `+00:00`, fractional seconds

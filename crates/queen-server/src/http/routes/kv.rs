@@ -14,8 +14,7 @@ use axum::Json;
 use serde_json::{json, Map, Value};
 
 use crate::app::AppState;
-use crate::http::body::read_bytes;
-use crate::http::surface_error::{kv_time, operations, SurfaceError};
+use crate::http::surface_error::{kv_time, read_operations, SurfaceError};
 use crate::store::{KvKind, KvOp, KvOutcome, KvPrecondition, KvResult, KvRow};
 
 /// Most operations in one call.
@@ -44,15 +43,13 @@ pub async fn kv(State(app): State<AppState>, body: Body) -> Response {
 }
 
 async fn run(app: &AppState, body: Body) -> Result<Response, SurfaceError> {
-    let bytes = read_bytes(body, app.broker.config().max_body_bytes)
-        .await
-        .map_err(|e| SurfaceError::too_large("kv_bad_body", e.message))?;
-    let ops = operations(&bytes).ok_or_else(|| {
-        bad(
-            "kv_bad_body",
-            "the body must be a JSON array or {\"operations\": [...]}",
-        )
-    })?;
+    let ops = read_operations(
+        body,
+        app.broker.config().max_body_bytes,
+        "kv_bad_request",
+        "kv_bad_body",
+    )
+    .await?;
     let parsed = parse_ops(&ops, MAX_OPS, MAX_KEYS, false)?;
     let outcome = app
         .broker

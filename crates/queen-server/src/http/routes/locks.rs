@@ -12,8 +12,7 @@ use serde_json::{json, Map, Value};
 
 use crate::app::AppState;
 use crate::broker::LockOp;
-use crate::http::body::read_bytes;
-use crate::http::surface_error::{kv_time, operations, SurfaceError};
+use crate::http::surface_error::{kv_time, read_operations, SurfaceError};
 use crate::store::{permit_key, LockOutcome, Permit, LOCKS_NS};
 
 /// Most operations per call.
@@ -35,15 +34,13 @@ pub async fn locks(State(app): State<AppState>, body: Body) -> Response {
 }
 
 async fn run(app: &AppState, body: Body) -> Result<Response, SurfaceError> {
-    let bytes = read_bytes(body, app.broker.config().max_body_bytes)
-        .await
-        .map_err(|e| SurfaceError::too_large("locks_bad_body", e.message))?;
-    let ops = operations(&bytes).ok_or_else(|| {
-        bad(
-            "locks_bad_body",
-            "the body must be a JSON array or {\"operations\": [...]}",
-        )
-    })?;
+    let ops = read_operations(
+        body,
+        app.broker.config().max_body_bytes,
+        "locks_bad_request",
+        "locks_bad_body",
+    )
+    .await?;
     let parsed = parse_ops(&ops)?;
     let mut results = Vec::with_capacity(parsed.len());
     for (i, op) in parsed.iter().enumerate() {

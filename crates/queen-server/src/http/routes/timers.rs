@@ -14,8 +14,8 @@ use serde_json::{json, Map, Value};
 
 use crate::app::AppState;
 use crate::broker::TimerReq;
-use crate::http::body::{read_bytes, Query as QueryMap};
-use crate::http::surface_error::{operations, SurfaceError};
+use crate::http::body::Query as QueryMap;
+use crate::http::surface_error::{read_operations, SurfaceError};
 use crate::store::{TimerRow, TimerVerdict, TimerWrite};
 
 /// Most operations per call.
@@ -61,15 +61,13 @@ pub async fn schedule(
     body: Body,
 ) -> Response {
     let run = async {
-        let bytes = read_bytes(body, app.broker.config().max_body_bytes)
-            .await
-            .map_err(|e| SurfaceError::too_large("timers_bad_body", e.message))?;
-        let ops = operations(&bytes).ok_or_else(|| {
-            bad(
-                "timers_bad_body",
-                "the body must be a JSON array or {\"operations\": [...]}",
-            )
-        })?;
+        let ops = read_operations(
+            body,
+            app.broker.config().max_body_bytes,
+            "timers_bad_request",
+            "timers_bad_body",
+        )
+        .await?;
         let sub = caller.as_ref().and_then(|c| c.0.subject.clone());
         let reqs = parse_ops(&ops, sub)?;
         let (writes, verdicts) = app.broker.timers(reqs).await.map_err(unavailable)?;
