@@ -452,7 +452,15 @@ async fn unauthenticated_connections_are_capped_per_address_and_freed_by_authent
     .await;
     let idle1 = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     let idle2 = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    sleep_ms(200).await;
+    // both accepted and counted before the third arrives (a loaded machine may
+    // take longer than any fixed pause)
+    assert!(
+        eventually(Duration::from_secs(10), || async {
+            let (_, m) = b.get("/metrics").await;
+            m["mesh"]["unauthenticated"] == 2
+        })
+        .await
+    );
     let mut third = TcpStream::connect(("127.0.0.1", port)).await.unwrap();
     assert!(
         closed_within(&mut third, Duration::from_secs(2)).await,
