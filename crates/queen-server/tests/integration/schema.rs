@@ -1,7 +1,7 @@
-//! The schema runner: a fresh install and an upgrade from the development
-//! history before the baseline end identical, stored function files are
-//! skipped when unchanged and applied again when changed, and a history the
-//! runner does not know is refused without touching the database.
+//! The schema runner: a fresh install and an upgrade from the oldest schema
+//! of the landed history end identical, stored function files are skipped
+//! when unchanged and applied again when changed, and a history the runner
+//! does not know is refused without touching the database.
 
 use std::collections::BTreeSet;
 
@@ -9,25 +9,22 @@ use queen_server::store::run_migrations;
 use queen_testkit::TestDb;
 use tokio_postgres::Client;
 
-/// The migrations of development builds before the baseline, frozen as they
-/// were (`V1__schema` .. `V10__ack_match_by_rank`): a database migrated by
-/// them is what an upgrade starts from. Never applied by the broker.
-mod pre_baseline {
-    refinery::embed_migrations!("tests/fixtures/pre_baseline_migrations");
+/// The broker's own versioned migrations, embedded once more so a test can
+/// stop them at an earlier version (the broker always runs all of them).
+mod landed {
+    refinery::embed_migrations!("migrations");
 }
 
-/// Migrates `client`'s database the way builds before the baseline did, up to
-/// `target` (all of it with `None`).
-async fn migrate_pre_baseline(client: &mut Client, target: Option<i32>) {
+/// Migrates `client`'s database with the versioned migrations up to
+/// `version` only, and no stored function: the state a database is in between
+/// an older build's migrations and this build's.
+async fn migrate_up_to(client: &mut Client, version: i32) {
     client
         .batch_execute("CREATE SCHEMA IF NOT EXISTS queen")
         .await
         .unwrap();
-    let mut runner = pre_baseline::migrations::runner();
-    if let Some(v) = target {
-        runner = runner.set_target(refinery::Target::Version(v));
-    }
-    runner
+    landed::migrations::runner()
+        .set_target(refinery::Target::Version(version))
         .set_migration_table_name("queen.schema_history")
         .run_async(client)
         .await
@@ -207,7 +204,7 @@ fn versioned_migrations() -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identical() {
+async fn a_fresh_install_and_an_upgrade_from_the_oldest_landed_schema_end_identical() {
     let fresh = TestDb::empty().await.unwrap();
     let mut fresh_client = fresh.client().await.unwrap();
     assert_eq!(
@@ -217,22 +214,27 @@ async fn a_fresh_install_and_an_upgrade_from_the_pre_baseline_history_end_identi
 
     let old = TestDb::empty().await.unwrap();
     let mut old_client = old.client().await.unwrap();
-    migrate_pre_baseline(&mut old_client, None).await;
-    // a message pushed through the old functions, to be popped through the new ones
+    migrate_up_to(&mut old_client, 2).await;
+    // a message stored before the upgrade, to be popped through the new functions
     old_client
         .batch_execute(
             "INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), 'kept');
-             SELECT queen.push_batch(ARRAY[q.id], ARRAY['p'], ARRAY[gen_random_uuid()],
-                                     ARRAY['before-upgrade'], ARRAY[NULL::uuid], ARRAY['{}'],
-                                     ARRAY[NULL::text], false)
-             FROM queen.queues q WHERE q.name = 'kept';",
+             INSERT INTO queen.partitions (id, queue_id, name, next_offset, last_created_at)
+             SELECT gen_random_uuid(), q.id, 'p', 2, now() FROM queen.queues q WHERE q.name = 'kept';
+             INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
+                                         message_ids, transaction_ids, trace_ids, payloads)
+             SELECT p.id, 1, 1, now(), ARRAY[gen_random_uuid()], ARRAY['before-upgrade'],
+                    ARRAY[NULL::uuid], ARRAY['{}']
+             FROM queen.partitions p WHERE p.name = 'p';
+             INSERT INTO queen.message_keys (partition_id, transaction_id, msg_offset, message_id)
+             SELECT p.id, 'before-upgrade', 1, gen_random_uuid() FROM queen.partitions p
+             WHERE p.name = 'p';",
         )
         .await
         .unwrap();
-    // the rewritten history holds the baseline, and the others run on top of it
     assert_eq!(
         run_migrations(&mut old_client).await.unwrap(),
-        versioned_migrations() - 1
+        versioned_migrations() - 2
     );
 
     assert_same_catalog(&catalog(&fresh_client).await, &catalog(&old_client).await);
@@ -336,15 +338,22 @@ async fn function_files_are_skipped_when_unchanged_and_applied_again_when_change
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partial_pre_baseline_history_is_refused_and_left_alone() {
+async fn a_history_the_runner_does_not_know_is_refused_and_left_alone() {
     let db = TestDb::empty().await.unwrap();
     let mut client = db.client().await.unwrap();
-    migrate_pre_baseline(&mut client, Some(7)).await;
+    migrate_up_to(&mut client, 2).await;
+    // a V1 applied from a different text than this build embeds
+    client
+        .execute(
+            "UPDATE queen.schema_history SET name = 'schema', checksum = '1' WHERE version = 1",
+            &[],
+        )
+        .await
+        .unwrap();
     let before = untouched_catalog(&client).await;
 
     let err = run_migrations(&mut client).await.unwrap_err().to_string();
-    assert!(err.contains("V7__planner_stats"), "{err}");
-    assert!(err.contains("recreate the database"), "{err}");
+    assert!(err.contains("migration failed"), "{err}");
     assert_eq!(untouched_catalog(&client).await, before);
 }
 
