@@ -61,6 +61,8 @@ pub(crate) async fn drive(
         cfg.groups.len(),
         cfg.consumers_per_group,
     ));
+    let surface =
+        workload::surface::start(&http, &urls, &ctl, traffic_end, &mut rng.fork(3)).await?;
     let producers: Vec<JoinHandle<Vec<journal::PushEvent>>> = (0..cfg.producers)
         .map(|i| {
             tokio::spawn(workload::producer(
@@ -201,6 +203,9 @@ pub(crate) async fn drive(
         dlq_api_totals,
     };
     let mut report = check::check(&journal, &state, &cfg.groups, RETRY_LIMIT as i32, &extra);
+    surface
+        .finish(&client, t0, cluster.work_dir(), &mut report)
+        .await?;
     std::fs::write(
         cluster.work_dir().join("journal.tsv"),
         journal.dump(&cfg.groups),

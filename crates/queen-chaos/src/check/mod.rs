@@ -33,10 +33,14 @@ mod acks;
 mod deliveries;
 mod dlq;
 mod final_state;
+pub mod locks;
 mod producers;
 mod storage;
 #[cfg(test)]
+mod surface_tests;
+#[cfg(test)]
 mod tests;
+pub mod timers;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;

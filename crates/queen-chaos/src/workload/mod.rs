@@ -17,7 +17,10 @@ use tokio::time::Instant;
 use crate::rng::stable_hash;
 
 mod consume;
+pub mod locks;
 mod produce;
+pub mod surface;
+pub mod timers;
 
 pub use consume::{consumer, ConsumerLog};
 pub use produce::producer;
