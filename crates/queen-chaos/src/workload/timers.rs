@@ -140,41 +140,54 @@ pub async fn scheduler(
             pending.push(k.clone());
             k
         };
-        let ask = if touch && !rng.chance(RESCHEDULE_SHARE) {
+        let cancel_it = touch && !rng.chance(RESCHEDULE_SHARE);
+        if cancel_it {
             pending.retain(|k| k != &key);
-            TimerAsk::Cancel
+        }
+        let most = (left.as_millis() as u64).min(MAX_DELAY_MS);
+        // some fire at once, the rest anywhere up to the end of the traffic
+        let delay_ms = if rng.chance(0.1) {
+            0
         } else {
-            txns += 1;
-            let most = (left.as_millis() as u64).min(MAX_DELAY_MS);
-            // some fire at once, the rest anywhere up to the end of the traffic
-            let delay_ms = if rng.chance(0.1) {
-                0
-            } else {
-                rng.below(most + 1) as i64
-            };
-            TimerAsk::Schedule {
-                txn: format!("tm-{idx}-{txns:06}"),
-                delay_ms,
-            }
+            rng.below(most + 1) as i64
         };
-        let broker = rng.index(urls.len());
         let partition = partition_of(&key);
-        let t_sent = ctl.micros();
-        let answer = match &ask {
-            TimerAsk::Schedule { txn, delay_ms } => {
-                schedule(&http, &urls[broker], &key, &partition, txn, *delay_ms).await
+        // an op without an answer is sent again (a schedule with a fresh
+        // txn) on another broker, up to three times
+        let mut broker = rng.index(urls.len());
+        for _ in 0..3 {
+            let ask = if cancel_it {
+                TimerAsk::Cancel
+            } else {
+                txns += 1;
+                TimerAsk::Schedule {
+                    txn: format!("tm-{idx}-{txns:06}"),
+                    delay_ms,
+                }
+            };
+            let t_sent = ctl.micros();
+            let answer = match &ask {
+                TimerAsk::Schedule { txn, delay_ms } => {
+                    schedule(&http, &urls[broker], &key, &partition, txn, *delay_ms).await
+                }
+                TimerAsk::Cancel => cancel(&http, &urls[broker], &key).await,
+            };
+            let again = matches!(answer, TimerAnswer::NoAnswer(_));
+            log.push(TimerOp {
+                key: key.clone(),
+                partition: partition.clone(),
+                broker,
+                ask,
+                t_sent,
+                t_done: ctl.micros(),
+                answer,
+            });
+            if !again || Instant::now() >= traffic_end {
+                break;
             }
-            TimerAsk::Cancel => cancel(&http, &urls[broker], &key).await,
-        };
-        log.push(TimerOp {
-            key,
-            partition,
-            broker,
-            ask,
-            t_sent,
-            t_done: ctl.micros(),
-            answer,
-        });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            broker = (broker + 1 + rng.index(urls.len() - 1)) % urls.len();
+        }
         tokio::time::sleep(Duration::from_millis(rng.between(60, 400))).await;
     }
     log

@@ -34,6 +34,7 @@ mod push;
 mod queues;
 mod reads;
 mod streams;
+mod timer_fire;
 mod timers;
 mod tls;
 mod transaction;

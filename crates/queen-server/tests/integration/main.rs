@@ -34,6 +34,7 @@ mod settings;
 mod spool;
 mod startup;
 mod streams;
+mod timers;
 mod tls;
 mod transaction;
 mod validation;
