@@ -9,17 +9,19 @@
 //! | no guarded commit of token t, sent after a higher token of the lock was granted, is stored or answered committed | `lock-fence` | `no_commit_after_a_higher_grant` |
 //! | a commit answered committed is stored once, a refused one is not, and every record is an attempt's, with its token | `lock-commit` | `guarded_answers_match_storage` |
 //! | in a lock's partition, tokens never fall from one record to the next | `lock-order` | `records_follow_token_order` |
+//! | a guarded commit sent more than the lifetime after its token's grant was answered (the permit expired) is not committed | `lock-expired` | `expired_permit_guards_nothing` |
 
 use std::collections::HashMap;
 
 use super::Report;
-use crate::workload::locks::{Commit, CommitOutcome, Grant, LockJournal};
+use crate::workload::locks::{Commit, CommitOutcome, Grant, LockJournal, TTL_SECS};
 
 pub fn check(r: &mut Report, j: &LockJournal) {
     lock_tokens_only_rise(r, j);
     no_commit_after_a_higher_grant(r, j);
     guarded_answers_match_storage(r, j);
     records_follow_token_order(r, j);
+    expired_permit_guards_nothing(r, j);
     let committed = j
         .commits
         .iter()
@@ -215,5 +217,45 @@ pub fn records_follow_token_order(r: &mut Report, j: &LockJournal) {
             }
         }
         last.insert(rec.lock.as_str(), (rec.token, rec.offset));
+    }
+}
+
+/// Allowance of the expiry rule: the harness's monotonic clock against the
+/// database's wall clock over one lifetime (0.1 %), plus granularity.
+pub const EXPIRY_ALLOWANCE_US: u64 = 5_000;
+
+/// A permit expires `TTL_SECS` after the grant (at the latest after the
+/// grant's answer arrived); a guarded commit sent later than that, with that
+/// token, finds the permit expired and must not commit (stored or answered).
+pub fn expired_permit_guards_nothing(r: &mut Report, j: &LockJournal) {
+    let mut answered: HashMap<(&str, i64), u64> = HashMap::new();
+    for g in j.grants.iter().filter(|g| !g.already) {
+        answered.insert((g.lock.as_str(), g.token), g.t_done);
+    }
+    let stored: HashMap<&str, i64> = j
+        .records
+        .iter()
+        .map(|rec| (rec.txid.as_str(), rec.offset))
+        .collect();
+    for c in &j.commits {
+        let Some(granted) = answered.get(&(c.lock.as_str(), c.token)) else {
+            continue;
+        };
+        let expired = granted + TTL_SECS * 1_000_000 + EXPIRY_ALLOWANCE_US;
+        let kept = c.outcome == CommitOutcome::Committed || stored.contains_key(c.txid.as_str());
+        if kept && c.t_sent > expired {
+            r.violation(
+                "lock-expired",
+                format!(
+                    "{}: commit {} of token {} sent at {}, {} after the grant was answered at {}: the permit had expired",
+                    c.lock,
+                    c.txid,
+                    c.token,
+                    super::secs(c.t_sent),
+                    super::secs(c.t_sent - granted),
+                    super::secs(*granted)
+                ),
+            );
+        }
     }
 }

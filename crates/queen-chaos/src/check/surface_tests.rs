@@ -298,11 +298,15 @@ fn a_stale_commit_after_a_higher_grant_is_caught_stored_or_answered() {
     let mut j = clean_locks();
     j.commits[3].outcome = CommitOutcome::NoAnswer("killed".into());
     j.records.push(record("x3", 0, 10, 4));
-    assert_eq!(lock_kinds(&j), ["lock-fence", "lock-order"]);
+    // (it was also sent after its own permit expired)
+    assert_eq!(lock_kinds(&j), ["lock-expired", "lock-fence", "lock-order"]);
     // answered committed but (wrongly) not stored: fence and commit
     let mut j = clean_locks();
     j.commits[3].outcome = CommitOutcome::Committed;
-    assert_eq!(lock_kinds(&j), ["lock-commit", "lock-fence"]);
+    assert_eq!(
+        lock_kinds(&j),
+        ["lock-commit", "lock-expired", "lock-fence"]
+    );
 }
 
 #[test]
@@ -326,7 +330,25 @@ fn records_going_back_to_a_lower_token_are_out_of_order() {
     j.grants[1].t_done = 3_600_000;
     j.grants[1].t_sent = 3_590_000;
     j.commits[2].t_sent = 3_610_000;
+    j.commits[3].t_sent = 1_500_000;
     j.commits[3].outcome = CommitOutcome::Committed;
     j.records.push(record("x3", 0, 10, 4));
     assert_eq!(lock_kinds(&j), ["lock-order"]);
+}
+
+#[test]
+fn a_commit_after_the_permit_expired_is_caught() {
+    let mut j = clean_locks();
+    // worker 1's token 12 was answered at 3 s; a commit of it at 5.1 s
+    // committed although nobody renewed it
+    j.commits
+        .push(commit("y2", 1, 12, 5_100_000, CommitOutcome::Committed));
+    j.records.push(record("y2", 1, 12, 4));
+    assert_eq!(lock_kinds(&j), ["lock-expired"]);
+    // inside the lifetime and the allowance it is fine
+    let mut j = clean_locks();
+    j.commits
+        .push(commit("y2", 1, 12, 5_004_000, CommitOutcome::Committed));
+    j.records.push(record("y2", 1, 12, 4));
+    assert!(lock_kinds(&j).is_empty());
 }

@@ -54,11 +54,14 @@ pub fn check(r: &mut Report, j: &TimerJournal) {
     timer_fires_at_most_once(r, j);
     timer_never_fires_early(r, j);
     delivery_never_early(r, j);
-    answered_timer_fires_unless_removed(r, j);
+    let (fire, never, open) = answered_timer_fires_unless_removed(r, j);
     verdicts_follow_the_key(r, j);
     fired_timer_is_delivered(r, j);
     nothing_left_pending(r, j);
     r.lines.push(summary(j));
+    r.lines.push(format!(
+        "  answered timers: {fire} held to exactly once, {never} to never (replaced or cancelled), {open} undecided (next op unanswered: at most once)"
+    ));
 }
 
 fn summary(j: &TimerJournal) -> String {
@@ -217,8 +220,10 @@ fn by_key(j: &TimerJournal) -> Vec<Vec<&TimerOp>> {
 /// replaced) or a `cancelled` one (which must name its txn). A next op
 /// answered `scheduled`, `absent` or `too_late` found it gone, so it fired.
 /// A next op without an answer leaves it undecided (at most once).
-pub fn answered_timer_fires_unless_removed(r: &mut Report, j: &TimerJournal) {
+/// Returns how many were held to "exactly once", to "never", and left open.
+pub fn answered_timer_fires_unless_removed(r: &mut Report, j: &TimerJournal) -> (u64, u64, u64) {
     let fired = fired_by_txn(j);
+    let mut counts = (0, 0, 0);
     for ops in by_key(j) {
         for (i, o) in ops.iter().enumerate() {
             let (TimerAsk::Schedule { txn, .. }, TimerAnswer::Scheduled { .. }) =
@@ -246,6 +251,11 @@ pub fn answered_timer_fires_unless_removed(r: &mut Report, j: &TimerJournal) {
                 Some(TimerAnswer::NoAnswer(_) | TimerAnswer::Refused(_)) => None,
             };
             match must_fire {
+                Some(true) => counts.0 += 1,
+                Some(false) => counts.1 += 1,
+                None => counts.2 += 1,
+            }
+            match must_fire {
                 Some(true) if stored == 0 => r.violation(
                     "timer-lost",
                     format!(
@@ -265,6 +275,7 @@ pub fn answered_timer_fires_unless_removed(r: &mut Report, j: &TimerJournal) {
             }
         }
     }
+    counts
 }
 
 /// A key's first op, or an op right after an answered cancel or `absent`,

@@ -22,7 +22,7 @@ pub const LOCK_QUEUE: &str = "chaos-locks";
 /// The locks the workers contend for.
 pub const LOCK_NAMES: &[&str] = &["lock-a", "lock-b"];
 /// Lifetime of a permit.
-const TTL_SECS: u64 = 2;
+pub const TTL_SECS: u64 = 2;
 /// Chance that a holder stalls past the lifetime before its last commit.
 const STALL_CHANCE: f64 = 0.3;
 /// Chance that a holder renews before committing again.
