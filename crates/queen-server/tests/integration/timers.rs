@@ -245,3 +245,73 @@ async fn a_refused_fire_backs_off_then_lands_in_the_dlq_without_blocking_others(
     let (s, _) = b.get(&pop_path(&q, None, "wait=false")).await;
     assert_eq!(s, StatusCode::NO_CONTENT);
 }
+
+#[tokio::test]
+async fn a_fire_that_times_out_waits_a_second_without_spending_an_attempt() {
+    // a short lock_timeout: the fire gives up on a locked partition at once
+    let (db, b) = setup_with(&[("DB_LOCK_TIMEOUT", "300")]).await;
+    let q = unique("ttransient");
+    let (s, r) = b
+        .post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": q, "partition": "p", "payload": {"first": true}}]}),
+        )
+        .await;
+    assert!(s.is_success(), "{r}");
+    // another session holds the destination partition's row lock
+    let holder = db.client().await.unwrap();
+    holder
+        .batch_execute(&format!(
+            "BEGIN; SELECT 1 FROM queen.partitions pt JOIN queen.queues qu ON qu.id = pt.queue_id
+              WHERE qu.name = '{q}' AND pt.name = 'p' FOR UPDATE"
+        ))
+        .await
+        .unwrap();
+    let mut op = schedule(&q, "t", br#"{"timer":1}"#, false);
+    op["partition"] = json!("p");
+    let (s, r) = b.post("/api/v1/timers", &json!([op])).await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    let until = Instant::now() + Duration::from_secs(10);
+    let p = loop {
+        let (_, p) = b.get(&format!("/api/v1/timers/{q}/t")).await;
+        assert_eq!(p["found"], true, "fired through a held lock: {p}");
+        if p["lastError"].is_string() {
+            break p;
+        }
+        assert!(Instant::now() < until, "the fire never failed: {p}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(
+        p["attempts"], 0,
+        "a transient failure spends no attempt: {p}"
+    );
+    let wait = micros(&p["deliverAt"]) - micros(&p["updatedAt"]);
+    assert!(
+        (wait - 1_000_000).abs() < 50_000,
+        "back-off {wait} µs, want 1 s"
+    );
+    holder.batch_execute("COMMIT").await.unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    let mut txns = Vec::new();
+    while !txns.iter().any(|t| t == "txn-t") {
+        assert!(Instant::now() < until, "the timer never fired: {txns:?}");
+        let (s, body) = b
+            .get(&pop_path(&q, Some("p"), "wait=true&timeout=500&batch=10"))
+            .await;
+        if s == StatusCode::OK {
+            for m in body["messages"].as_array().unwrap() {
+                txns.push(m["transactionId"].as_str().unwrap().to_owned());
+                let (s, a) = b
+                    .post(
+                        "/api/v1/ack",
+                        &json!({"transactionId": m["transactionId"], "partitionId": m["partitionId"],
+                                "leaseId": m["leaseId"], "status": "completed"}),
+                    )
+                    .await;
+                assert!(s.is_success(), "{a}");
+            }
+        }
+    }
+    let (_, gone) = b.get(&format!("/api/v1/timers/{q}/t")).await;
+    assert_eq!(gone["found"], false, "{gone}");
+}
