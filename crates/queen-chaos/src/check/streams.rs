@@ -186,7 +186,9 @@ fn sink_increments_sum_to_the_source_count(
 ) {
     let mut sums: BTreeMap<PKey, i64> = BTreeMap::new();
     for i in items {
-        *sums.entry((i.partition.clone(), i.key.clone())).or_default() += i.inc;
+        *sums
+            .entry((i.partition.clone(), i.key.clone()))
+            .or_default() += i.inc;
     }
     for (pk, n) in expected {
         let s = sums.get(pk).copied().unwrap_or(0);
@@ -314,11 +316,7 @@ fn running_totals_follow_each_other(r: &mut Report, items: &[SinkItem]) {
 /// Rule: a cycle answered `success: true` has every sink push it was
 /// answered with stored, carrying its cycle id, and nothing else
 /// (`stream-atomic`).
-fn committed_cycles_are_in_the_sink(
-    r: &mut Report,
-    cycles: &[CycleEvent],
-    items: &[SinkItem],
-) {
+fn committed_cycles_are_in_the_sink(r: &mut Report, cycles: &[CycleEvent], items: &[SinkItem]) {
     let mut by_cycle: HashMap<&str, HashSet<&str>> = HashMap::new();
     for i in items {
         by_cycle
@@ -352,11 +350,7 @@ fn committed_cycles_are_in_the_sink(
 
 /// Rule: a cycle refused with no attempt left unanswered wrote no sink
 /// push (and so, the cycle being one transaction, nothing) (`stream-atomic`).
-fn refused_cycles_wrote_nothing(
-    r: &mut Report,
-    cycles: &[CycleEvent],
-    items: &[SinkItem],
-) {
+fn refused_cycles_wrote_nothing(r: &mut Report, cycles: &[CycleEvent], items: &[SinkItem]) {
     let written: HashSet<&str> = items.iter().map(|i| i.cycle.as_str()).collect();
     for c in cycles {
         if let CycleOutcome::Refused { status, code } = &c.outcome {

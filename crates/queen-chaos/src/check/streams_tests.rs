@@ -212,7 +212,12 @@ fn a_cycle_applied_twice_is_a_double_count() {
     run.cycle("c1", &ids[..3], committed(), true);
     run.cycle("c2", &ids[3..], committed(), true);
     // the same cycle's work applied again (a replay the broker let through)
-    run.cycle("c2b", &ids[3..], CycleOutcome::Unknown("timeout".into()), true);
+    run.cycle(
+        "c2b",
+        &ids[3..],
+        CycleOutcome::Unknown("timeout".into()),
+        true,
+    );
     run.settle_state();
     let r = run.check();
     let k = kinds(&r);
@@ -304,7 +309,11 @@ fn sink_items_of_no_cycle_and_lagging_groups_are_flagged() {
     assert!(k.contains(&"drained"), "{k:?}");
     // a message listed under the wrong key
     let mut run = clean();
-    let wrong = if stream_key(P, &t) == "k0" { "k1" } else { "k0" };
+    let wrong = if stream_key(P, &t) == "k0" {
+        "k1"
+    } else {
+        "k0"
+    };
     run.fin.sink.messages[0].payload = json!({"key": wrong, "inc": 1, "total": 1,
         "src": [t], "cycle": "c1"})
     .to_string();

@@ -196,12 +196,9 @@ pub async fn stream_worker(
             "{}/api/v1/pop/queue/{queue}?consumerGroup={g}&batch={BATCH}&partitions={MAX_PARTITIONS}&wait=true&timeout=1000",
             urls[broker]
         );
-        let messages = match pop(&http, &url).await {
-            Ok(m) => m,
-            Err(_) => {
-                tokio::time::sleep(Duration::from_millis(500)).await;
-                continue;
-            }
+        let Ok(messages) = pop(&http, &url).await else {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
         };
         log.pops += 1;
         if messages.is_empty() {
@@ -221,15 +218,13 @@ pub async fn stream_worker(
                 continue;
             }
             let first = &batch[0];
-            let state_body = json!({"query_id": query_id, "partition_id": first.partition_id, "keys": []});
-            let state = match post(&http, &urls, &mut rng, "/streams/v1/state/get", &state_body)
-                .await
-            {
-                Ok(v) => v,
-                Err(_) => {
-                    log.state_reads_failed += 1;
-                    continue;
-                }
+            let state_body =
+                json!({"query_id": query_id, "partition_id": first.partition_id, "keys": []});
+            let Ok(state) =
+                post(&http, &urls, &mut rng, "/streams/v1/state/get", &state_body).await
+            else {
+                log.state_reads_failed += 1;
+                continue;
             };
             if !drain && rng.chance(STALL_CHANCE) {
                 log.stalls += 1;
@@ -539,7 +534,10 @@ mod tests {
         };
         let g = group_by_partition(vec![m("b", "1"), m("a", "2"), m("b", "3")]);
         assert_eq!(g.len(), 2);
-        assert_eq!(g[0].iter().map(|x| x.txid.as_str()).collect::<Vec<_>>(), ["1", "3"]);
+        assert_eq!(
+            g[0].iter().map(|x| x.txid.as_str()).collect::<Vec<_>>(),
+            ["1", "3"]
+        );
         assert_eq!(g[1][0].txid, "2");
     }
 }
