@@ -181,24 +181,7 @@ impl PrivatePg {
     /// session cut), then crash recovery at start, on the same port. Returns
     /// once the server accepts connections again.
     pub async fn restart(&self) -> anyhow::Result<()> {
-        let log = self.dir.path().join("server.log");
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                self.data_str(),
-                "-l",
-                log.to_str().unwrap_or_default(),
-                "-m",
-                "immediate",
-                "-w",
-                "-t",
-                "60",
-                "restart",
-            ],
-        )
-        .await
-        .with_context(|| format!("log: {}", self.log()))
+        self.pg_ctl(&["-m", "immediate", "restart"]).await
     }
 
     /// Creates database `name` (owned by `postgres`).
@@ -269,24 +252,25 @@ impl PrivatePg {
             self.port,
             self.dir.path().display()
         );
+        self.pg_ctl(&["-o", &opts, "start"]).await
+    }
+
+    /// `pg_ctl` on this server with its log file, waiting up to 60 s.
+    async fn pg_ctl(&self, args: &[&str]) -> anyhow::Result<()> {
         let log = self.dir.path().join("server.log");
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                self.data_str(),
-                "-l",
-                log.to_str().unwrap_or_default(),
-                "-o",
-                &opts,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        )
-        .await
-        .with_context(|| format!("log: {}", self.log()))
+        let mut all = vec![
+            "-D",
+            self.data_str(),
+            "-l",
+            log.to_str().unwrap_or_default(),
+            "-w",
+            "-t",
+            "60",
+        ];
+        all.extend_from_slice(args);
+        self.run("pg_ctl", &all)
+            .await
+            .with_context(|| format!("log: {}", self.log()))
     }
 
     /// Runs one of the binaries (as `postgres` when we are root), without

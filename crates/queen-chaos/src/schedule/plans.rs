@@ -175,22 +175,9 @@ pub fn random(
                 back
             }
             // PostgreSQL drops every session, as on a restart; with a private
-            // server, half the time it really crashes and restarts; with a
-            // standby, half the time the primary is lost (killed or frozen)
-            // and the standby promoted 0.5 to 2 s later
+            // server, half the time it really crashes and restarts
             90..=92 => {
-                if pg == PgMode::Standby && t + ms(2_000) <= duration && rng.chance(0.5) {
-                    let loss = if rng.chance(0.5) {
-                        Action::KillPrimary
-                    } else {
-                        Action::FreezePrimary
-                    };
-                    push(t, loss);
-                    let promote = t + ms(rng.between(500, 2_000));
-                    push(promote, Action::Promote);
-                    // the new standby takes a few seconds to clone
-                    promote + ms(5_000)
-                } else if pg != PgMode::Shared && rng.chance(0.5) {
+                if pg != PgMode::Shared && rng.chance(0.5) {
                     push(t, Action::RestartPg);
                     t + ms(3_000)
                 } else {
@@ -234,6 +221,27 @@ pub fn random(
             }
         };
         t = t.max(start) + ms(rng.between(1_000, 6_000));
+    }
+    if pg == PgMode::Standby {
+        // failovers on a clock of their own, over whatever episode runs then:
+        // the primary killed or frozen, the standby promoted 0.5 to 2 s later
+        // (which blocks the schedule while the new standby is cloned)
+        let mut f = rng.fork(7);
+        let mut at = ms(f.between(5_000, 30_000));
+        while at + ms(2_000) < end {
+            let loss = if f.chance(0.5) {
+                Action::KillPrimary
+            } else {
+                Action::FreezePrimary
+            };
+            steps.push(Step { at, action: loss });
+            let promote = at + ms(f.between(500, 2_000));
+            steps.push(Step {
+                at: promote,
+                action: Action::Promote,
+            });
+            at = promote + ms(f.between(30_000, 90_000));
+        }
     }
     if groups > 0 && consumers > 0 {
         let mut p = ms(rng.between(3_000, 15_000));
