@@ -52,18 +52,18 @@ at 1.5s cut-pg 0           # one broker spools
 at 3.5s restore-pg 0
 at 5s kill-primary         # kill -9 of the primary's postmaster and backends ...
 at 6s promote              # ... the standby promoted 1 s later, a new standby cloned
-at 11s kill 1              # a broker killed on the new primary
-at 12.5s restart 1
-at 13s pause-consumer 0 0
-at 14s freeze-primary      # SIGSTOP of the new primary, never thawed ...
-at 15s promote             # ... promoted away from 1 s later
-at 20s cut-pg 2            # spool on broker 2, SIGKILL it with records on disk
-at 21.5s kill 2
-at 22.5s restart 2
-at 23.5s restore-pg 2
-at 24.5s terminate-pg
-at 25s cut-mesh
-at 27s restore-mesh
+at 10s kill 1              # a broker killed on the new primary
+at 11.5s restart 1
+at 12s pause-consumer 0 0
+at 13s freeze-primary      # SIGSTOP of the new primary, never thawed ...
+at 14s promote             # ... promoted away from 1 s later; the probe notices after 5 s
+at 22s cut-pg 2            # spool on broker 2, SIGKILL it with records on disk
+at 23s kill 2
+at 24s restart 2
+at 25s restore-pg 2
+at 26s terminate-pg
+at 26.5s cut-mesh
+at 28s restore-mesh
 ";
 
 /// Where the PostgreSQL of a run comes from.
