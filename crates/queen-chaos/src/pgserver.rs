@@ -265,6 +265,12 @@ pub fn measure(failovers: &[Failover], journal: &Journal, groups: usize) -> Vec<
             .map(|p| all_groups(&p.partition, &p.txid))
             .collect();
         reached.sort_unstable();
+        // and how long after its own `buffered` answer (to compare with any push)
+        let mut own: Vec<u64> = buffered
+            .iter()
+            .map(|p| all_groups(&p.partition, &p.txid).saturating_sub(p.t_done))
+            .collect();
+        own.sort_unstable();
         let promoted = f.promoted_at.map(us);
         let after = |t: Option<u64>, from: Option<u64>| match (t, from) {
             (Some(t), Some(from)) if t != u64::MAX => format!("{:.2}s", secs(t) - secs(from)),
@@ -273,7 +279,8 @@ pub fn measure(failovers: &[Failover], journal: &Journal, groups: usize) -> Vec<
         lines.push(format!(
             "failover {}: primary {:?} at {:.2}s, promoted {} later, new standby in sync {} after the loss; \
              {} pushes buffered and {} unanswered until the first direct push {} after the loss; \
-             slowest push answer {:.2}s; the buffered pushes reached every group, half {} and all {} after the promotion",
+             slowest push answer {:.2}s; the buffered pushes reached every group, half {} and all {} after the promotion \
+             (half {} after their own answer)",
             n + 1,
             f.loss,
             secs(lost),
@@ -285,6 +292,9 @@ pub fn measure(failovers: &[Failover], journal: &Journal, groups: usize) -> Vec<
             secs(slowest),
             after(reached.get(reached.len() / 2).copied(), promoted),
             after(reached.last().copied(), promoted),
+            own.get(own.len() / 2)
+                .filter(|l| **l < u64::MAX / 2)
+                .map_or_else(|| "never".to_owned(), |l| format!("{:.2}s", secs(*l))),
         ));
     }
     // for comparison: how long any push took from its answer to every group
