@@ -13,7 +13,7 @@ use crate::check::Extra;
 use crate::cluster::Cluster;
 use crate::faults::{apply, dlq_total, spool_states};
 use crate::journal::Journal;
-use crate::pgserver::{DbTarget, PrivatePg};
+use crate::pgserver::{DbTarget, PgServers};
 use crate::rng::Rng;
 use crate::schedule::{Schedule, BROKERS};
 use crate::workload::stream::{self, StreamLog};
@@ -32,7 +32,7 @@ pub(crate) async fn drive(
     plan: &Schedule,
     cluster: &mut Cluster,
     db: &DbTarget,
-    pg: Option<&PrivatePg>,
+    mut pg: Option<&mut PgServers>,
     drain_timeout: Duration,
     t0: Instant,
 ) -> Result<(check::Report, String)> {
@@ -108,7 +108,7 @@ pub(crate) async fn drive(
     }
 
     // the fault schedule; `admin` is a direct connection for terminate-pg
-    let admin = db.client().await?;
+    let mut admin = db.client().await?;
     let mut next_progress = traffic_start + Duration::from_secs(10);
     for step in &plan.steps {
         let at = traffic_start + step.at;
@@ -121,7 +121,14 @@ pub(crate) async fn drive(
             }
         }
         println!("[{:>7.2}s] {}", t0.elapsed().as_secs_f64(), step.action);
-        let step_run = apply(cluster, &ctl, &admin, &db.name, pg, step.action);
+        let step_run = apply(
+            cluster,
+            &ctl,
+            &mut admin,
+            &db.name,
+            pg.as_deref_mut(),
+            step.action,
+        );
         if tokio::time::timeout(STEP_LIMIT, step_run).await.is_err() {
             println!("  step abandoned after {STEP_LIMIT:?}");
         }
@@ -156,7 +163,9 @@ pub(crate) async fn drive(
         cluster.wait_healthy(i, Duration::from_secs(60)).await?;
     }
     ctl.drain_mode.store(true, Ordering::Release);
-    let client = db.client().await?;
+    // after a failover the tables are on another server
+    let current = pg.as_deref().map_or_else(|| db.clone(), PgServers::target);
+    let client = current.client().await?;
     let drain_deadline = Instant::now() + drain_timeout;
     let mut quiet_rounds = 0;
     let mut drain_timed_out = false;
@@ -230,6 +239,13 @@ pub(crate) async fn drive(
         dlq_api_totals,
     };
     let mut report = check::check(&journal, &state, &cfg.groups, RETRY_LIMIT as i32, &extra);
+    if let Some(pg) = pg.as_deref() {
+        report.lines.extend(crate::pgserver::measure(
+            &pg.failovers,
+            &journal,
+            cfg.groups.len(),
+        ));
+    }
     if cli.stream_workers > 0 {
         let fin = check::streams::StreamFinal {
             state: stream::read_state(&client).await?,
