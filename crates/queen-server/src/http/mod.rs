@@ -14,6 +14,7 @@
 pub mod auth;
 pub mod body;
 pub mod coded;
+pub mod conn_clock;
 #[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod edge;

@@ -679,18 +679,91 @@ async fn a_trickled_head_is_cut_off_at_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_and_silent_connections_are_closed() {
-    let (_db, b) = setup_with(&[("HTTP_HEADER_TIMEOUT_MS", "1000")]).await;
-    // a connection that never sends a byte
+    let (_db, b) = setup_with(&[
+        ("HTTP_HEADER_TIMEOUT_MS", "1000"),
+        ("HTTP_IDLE_TIMEOUT_MS", "3000"),
+    ])
+    .await;
+    // a connection that never sends a byte: the head deadline
     let mut silent = TcpStream::connect(b.addr).await.unwrap();
+    let started = Instant::now();
     assert!(closed_within(&mut silent, Duration::from_secs(10)).await);
-    // a keep-alive connection after its answer
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // a keep-alive connection after its answer: open past the head deadline,
+    // closed after the idle one
     let mut idle = TcpStream::connect(b.addr).await.unwrap();
     idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
     let answer = read_answer(&mut idle).await.unwrap();
     assert_eq!(answer.status, 200);
-    assert!(closed_within(&mut idle, Duration::from_secs(10)).await);
+    let answered = Instant::now();
+    assert!(
+        !closed_within(&mut idle, Duration::from_millis(2000)).await,
+        "closed {:?} after the answer, before the idle timeout",
+        answered.elapsed()
+    );
+    assert!(closed_within(&mut idle, Duration::from_secs(5)).await);
+    let idled = answered.elapsed();
+    assert!(
+        idled >= Duration::from_millis(2900) && idled < Duration::from_millis(6000),
+        "closed {idled:?} after the answer"
+    );
+
+    // the next request on a kept-alive connection: still usable within the
+    // idle timeout, and its head deadline counts from its first byte
+    let mut again = TcpStream::connect(b.addr).await.unwrap();
+    again
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_answer(&mut again).await.unwrap().status, 200);
+    sleep_ms(1800).await;
+    again.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+    let first_byte = Instant::now();
+    assert!(closed_within(&mut again, Duration::from_secs(5)).await);
+    let cut = first_byte.elapsed();
+    assert!(
+        cut < Duration::from_millis(2000),
+        "an unfinished head cut {cut:?} after its first byte"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_is_not_idle() {
+    let (_db, b) = setup_with(&[
+        ("HTTP_HEADER_TIMEOUT_MS", "1000"),
+        ("HTTP_IDLE_TIMEOUT_MS", "1500"),
+    ])
+    .await;
+    let q = unique("hostile-idle");
+    configure(&b, &q, json!({})).await;
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    let path = pop_path(&q, None, "wait=true&timeout=4000");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(15), read_answer(&mut s))
+        .await
+        .expect("an answer within 15 s")
+        .expect("an answer, not a closed connection");
+    assert_eq!(answer.status, 204, "{}", answer.head);
+    assert!(
+        asked.elapsed() >= Duration::from_millis(3500),
+        "answered after {:?}",
+        asked.elapsed()
+    );
+    // and the connection serves another request afterwards
+    s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_answer(&mut s).await.unwrap().status, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
