@@ -948,6 +948,165 @@ async fn names_are_length_capped() {
     assert_eq!(count(&client, "SELECT count(*) FROM queen.queues").await, 0);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_free_text_field_is_length_capped() {
+    let (db, b) = setup().await;
+    let q = unique("hostile-caps");
+    push_one(&b, &q, "p", json!({"n": 1}), "caps-1").await;
+    let msg = pop_ok(&b, &pop_path(&q, None, "batch=1&wait=false")).await;
+    let msg = messages(&msg)[0].clone();
+    let (tx, pid, lease) = (
+        msg["transactionId"].as_str().unwrap().to_owned(),
+        msg["partitionId"].as_str().unwrap().to_owned(),
+        msg["leaseId"].as_str().unwrap_or("").to_owned(),
+    );
+    let name = "n".repeat(256);
+    let error = "e".repeat(16_385);
+    let seek = format!("/api/v1/consumer-groups/g/queues/{q}/seek");
+    // (what, method, path, body, the field the error must name)
+    let posts: Vec<(&str, Value, &str)> = vec![
+        ("/api/v1/configure", json!({"queue": name}), "queue"),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": tx, "partitionId": pid, "data": {}, "traceNames": ["ok", name]}),
+            "traceNames[1]",
+        ),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": tx, "partitionId": pid, "data": {}, "eventType": name}),
+            "eventType",
+        ),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": name, "partitionId": pid, "data": {}}),
+            "transactionId",
+        ),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": tx, "partitionId": pid, "data": {}, "consumerGroup": name}),
+            "consumerGroup",
+        ),
+        (
+            "/api/v1/ack",
+            json!({"transactionId": tx, "partitionId": pid, "leaseId": lease, "status": "failed", "error": error}),
+            "error",
+        ),
+        (
+            "/api/v1/ack/batch",
+            json!({"acknowledgments": [{"transactionId": tx, "partitionId": pid, "leaseId": lease, "status": "failed", "error": error}]}),
+            "acknowledgments[0].error",
+        ),
+        (
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "ack", "transactionId": tx, "partitionId": pid, "status": "failed", "error": error}]}),
+            "operations[0].error",
+        ),
+        (
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "push", "items": [{"queue": name, "payload": 1}]}]}),
+            "operations[0].items[0].queue",
+        ),
+        (
+            &seek,
+            json!({"toEnd": true, "consumerGroup": name}),
+            "consumerGroup",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (path, body, field) in &posts {
+        let (status, v) = b.post(path, body).await;
+        let e = v["error"].as_str().unwrap_or("");
+        if status != StatusCode::BAD_REQUEST || !e.starts_with(&format!("{field} must be at most "))
+        {
+            failures.push(format!("POST {path} ({field}): {status} {v}"));
+        }
+    }
+    let gets = [
+        (format!("/api/v1/traces/by-name/{name}"), "name"),
+        (
+            format!("/api/v1/pop/queue/{q}?consumerGroup={name}&wait=false"),
+            "consumerGroup",
+        ),
+        (
+            format!("/api/v1/pop?namespace={name}&wait=false"),
+            "namespace",
+        ),
+        (format!("/api/v1/pop?task={name}&wait=false"), "task"),
+        (
+            format!("/api/v1/pop/queue/{q}/partition/{name}?wait=false"),
+            "partition",
+        ),
+        (format!("/api/v1/resources/queues/{name}"), "queue"),
+        (format!("/api/v1/consumer-groups/{name}"), "group"),
+        (format!("/api/v1/dlq?queue={name}"), "queue"),
+        (
+            format!("/api/v1/messages?queue={q}&partition={name}"),
+            "partition",
+        ),
+    ];
+    for (path, field) in &gets {
+        let (status, v) = b.get(path).await;
+        let e = v["error"].as_str().unwrap_or("");
+        if status != StatusCode::BAD_REQUEST || !e.starts_with(&format!("{field} must be at most "))
+        {
+            failures.push(format!(
+                "GET {} ({field}): {status} {v}",
+                &path[..60.min(path.len())]
+            ));
+        }
+    }
+    // routes with limits of their own refuse past them, naming the field
+    let own: Vec<(&str, Value, &str)> = vec![
+        (
+            "/api/v1/kv",
+            json!([{"op": "put", "ns": "caps", "key": "k".repeat(513), "value": 1, "forever": true}]),
+            "key",
+        ),
+        (
+            "/api/v1/locks",
+            json!([{"op": "acquire", "name": "l".repeat(257), "owner": "o", "ttlSeconds": 5}]),
+            "name",
+        ),
+        (
+            "/api/v1/timers",
+            json!([{"op": "schedule", "queue": q, "timerKey": "t".repeat(513), "delayMs": 1000, "payload": "MQ=="}]),
+            "timerKey",
+        ),
+    ];
+    for (path, body, field) in &own {
+        let (status, v) = b.post(path, body).await;
+        let text = v.to_string();
+        if !status.is_client_error() || v.get("error").is_none() || !text.contains(field) {
+            failures.push(format!("POST {path} ({field}): {status} {v}"));
+        }
+    }
+    // at the limits, the same fields are accepted
+    let ok = "o".repeat(255);
+    let (status, v) = b
+        .post("/api/v1/traces", &json!({"transactionId": tx, "partitionId": pid, "data": {}, "traceNames": [ok], "eventType": ok}))
+        .await;
+    if !status.is_success() {
+        failures.push(format!("a trace at the limits: {status} {v}"));
+    }
+    let (status, v) = b
+        .post("/api/v1/ack", &json!({"transactionId": tx, "partitionId": pid, "leaseId": lease, "status": "failed", "error": "e".repeat(16_384)}))
+        .await;
+    if !status.is_success() {
+        failures.push(format!("an ack error at the limit: {status} {v}"));
+    }
+    assert!(failures.is_empty(), "not capped:\n{}", failures.join("\n"));
+    // nothing of the refused requests was stored
+    let client = db.client().await.unwrap();
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM queen.queues WHERE length(name) > 255"
+        )
+        .await,
+        0
+    );
+}
+
 // Any JSON value accepted by push comes back equal through pop, the DLQ and
 // the message detail.
 
