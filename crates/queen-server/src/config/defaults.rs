@@ -35,6 +35,9 @@ pub(super) const MAX_TRANSACTION_OPERATIONS: usize = 1_000;
 /// `MAX_PAYLOAD_DEPTH`: deeper than any real document, shallow enough that every reader
 /// (this broker's, the clients' JSON parsers, PostgreSQL's jsonb) can parse it back.
 pub(super) const MAX_PAYLOAD_DEPTH: usize = 64;
+/// `MEMORY_TRIM_INTERVAL_MS`, 10 s: memory a burst took is back with the system within
+/// seconds, and trims stay rare (docs/benchmarks.md, "Memory after big requests").
+pub(super) const MEMORY_TRIM_INTERVAL_MS: u64 = 10_000;
 // `TOKIO_WORKER_THREADS` has none: unset, the runtime runs one thread per CPU.
 
 /// `LOG_LEVEL`: the reference's; routine events without the debug detail.

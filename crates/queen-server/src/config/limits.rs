@@ -25,6 +25,8 @@ pub struct LimitsConfig {
     pub max_transaction_operations: usize,
     /// Nesting depth of a pushed payload at most.
     pub max_payload_depth: usize,
+    /// How often freed memory is given back to the system (`None`: never).
+    pub memory_trim_interval: Option<Duration>,
 }
 
 pub(super) fn read_limits(r: &Reader<'_>) -> Result<LimitsConfig, ConfigError> {
@@ -58,5 +60,9 @@ pub(super) fn read_limits(r: &Reader<'_>) -> Result<LimitsConfig, ConfigError> {
             "MAX_PAYLOAD_DEPTH",
             r.parsed("MAX_PAYLOAD_DEPTH", defaults::MAX_PAYLOAD_DEPTH)?,
         )?,
+        memory_trim_interval: Some(
+            r.millis("MEMORY_TRIM_INTERVAL_MS", defaults::MEMORY_TRIM_INTERVAL_MS)?,
+        )
+        .filter(|d| !d.is_zero()),
     })
 }
