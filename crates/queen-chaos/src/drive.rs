@@ -16,6 +16,7 @@ use crate::journal::Journal;
 use crate::pgserver::{DbTarget, PrivatePg};
 use crate::rng::Rng;
 use crate::schedule::{Schedule, BROKERS};
+use crate::workload::stream::{self, StreamLog};
 use crate::workload::{ConsumerLog, Control, WorkloadConfig};
 use crate::{check, dbstate, journal, schedule, workload};
 use crate::{group_names, Cli, DRAIN_STALL, LEASE_SECS, MAX_BATCH, RETRY_LIMIT, STEP_LIMIT};
@@ -86,6 +87,24 @@ pub(crate) async fn drive(
         }
     }
 
+    let streams: Vec<JoinHandle<StreamLog>> = (0..cli.stream_workers)
+        .map(|w| {
+            tokio::spawn(stream::stream_worker(
+                w,
+                cfg.queue.clone(),
+                cfg.lease_secs,
+                urls.clone(),
+                ctl.clone(),
+                rng.fork(5000 + w as u64),
+            ))
+        })
+        .collect();
+    // groups the drain waits for: the consumers' and the stream query's
+    let mut drain_groups = cfg.groups.clone();
+    if cli.stream_workers > 0 {
+        drain_groups.push(stream::group());
+    }
+
     // the fault schedule; `admin` is a direct connection for terminate-pg
     let admin = db.client().await?;
     let mut next_progress = traffic_start + Duration::from_secs(10);
@@ -147,7 +166,7 @@ pub(crate) async fn drive(
             .iter()
             .map(|s| s.pending.unwrap_or(u64::MAX / 8))
             .sum();
-        let (quiet, cursors) = dbstate::drain_state(&client, &cfg.queue, &cfg.groups).await?;
+        let (quiet, cursors) = dbstate::drain_state(&client, &cfg.queue, &drain_groups).await?;
         let quiet = quiet && pending == 0;
         quiet_rounds = if quiet { quiet_rounds + 1 } else { 0 };
         // quiet twice, a second apart: no spool replay or redelivery still under way
@@ -186,6 +205,14 @@ pub(crate) async fn drive(
             Err(_) => bail!("a consumer did not stop within 60 s"),
         }
     }
+    let mut stream_log = StreamLog::default();
+    for s in streams {
+        match tokio::time::timeout(Duration::from_secs(60), s).await {
+            Ok(Ok(log)) => stream_log.absorb(log),
+            Ok(Err(e)) => bail!("a stream worker task failed: {e}"),
+            Err(_) => bail!("a stream worker did not stop within 60 s"),
+        }
+    }
     // a last look: spools, the DLQ through the API, exits, then the tables
     let spools = spool_states(&http, &urls).await;
     let mut dlq_api_totals = Vec::new();
@@ -201,6 +228,15 @@ pub(crate) async fn drive(
         dlq_api_totals,
     };
     let mut report = check::check(&journal, &state, &cfg.groups, RETRY_LIMIT as i32, &extra);
+    if cli.stream_workers > 0 {
+        let fin = check::streams::StreamFinal {
+            state: stream::read_state(&client).await?,
+            sink: dbstate::snapshot(&client, stream::SINK).await?,
+        };
+        check::streams::check_streams(&mut report, &stream_log.cycles, &state, &fin);
+        report.lines.push(stream_log.describe(cli.stream_workers));
+        std::fs::write(cluster.work_dir().join("streams.tsv"), stream_log.dump())?;
+    }
     std::fs::write(
         cluster.work_dir().join("journal.tsv"),
         journal.dump(&cfg.groups),

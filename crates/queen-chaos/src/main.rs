@@ -66,6 +66,9 @@ struct Cli {
     /// Consumers per group.
     #[arg(long, default_value_t = 3)]
     consumers: usize,
+    /// Stream workers of the keyed-count query over the queue (0: none).
+    #[arg(long, default_value_t = 3)]
+    stream_workers: usize,
     /// Target messages per second over all producers.
     #[arg(long, default_value_t = 120.0)]
     rate: f64,

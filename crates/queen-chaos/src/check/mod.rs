@@ -28,6 +28,7 @@
 //! | `GET /api/v1/dlq` counts what the table holds | `dlq` | `dlq::api_total_matches_the_table` |
 //! | after the drain no lease is live and every cursor is at the end | `leased`, `drained` | `final_state::no_lease_is_live`, `final_state::cursors_reached_the_end` |
 //! | spools are empty and refused nothing; no broker exited by itself | `spool`, `broker` | `final_state::spools_are_empty`, `final_state::no_broker_exited` |
+//! | the stream workload's keyed count is exact in state and sink | `stream-*` | `streams::check_streams` (its own table) |
 
 mod acks;
 mod deliveries;
@@ -35,6 +36,9 @@ mod dlq;
 mod final_state;
 mod producers;
 mod storage;
+pub mod streams;
+#[cfg(test)]
+mod streams_tests;
 #[cfg(test)]
 mod tests;
 

@@ -18,6 +18,7 @@ use crate::rng::stable_hash;
 
 mod consume;
 mod produce;
+pub mod stream;
 
 pub use consume::{consumer, ConsumerLog};
 pub use produce::producer;

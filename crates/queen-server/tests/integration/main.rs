@@ -18,6 +18,7 @@ mod encryption;
 mod failover;
 mod groups;
 mod ha;
+mod ha_ephemeral;
 mod hostile;
 mod kv;
 mod lease;
