@@ -62,7 +62,7 @@ pub fn check_body_strings(map: &Map<String, Value>) -> Result<(), ApiError> {
 
 /// The length check of [`check_body_strings`]: the fields of `map`, the
 /// strings of a listed array (`traceNames`), and the objects of the
-/// [`NESTED`] arrays (a transaction's `operations[0].items[3].queue`).
+/// `NESTED` arrays (a transaction's `operations[0].items[3].queue`).
 /// Payloads and other values are not looked into.
 fn check_lengths(map: &Map<String, Value>, prefix: &str) -> Result<(), ApiError> {
     for (key, value) in map {
