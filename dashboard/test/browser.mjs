@@ -3,12 +3,16 @@
 // small load itself (pushes, pops, acks, one dead letter), then checks what a
 // person would: the queue appears with a non-empty rate chart, a message
 // opens with its payload, a dead letter is retried and leaves the DLQ, and
-// maintenance flips on and off. Screenshots go to SHOTS (and the overview to
+// maintenance flips on and off, and, with PostgreSQL cut at the fault proxy
+// (PROXY, the control address of queen-testkit's fault-proxy), the outage
+// banner shows over the last figures and goes once it is restored.
+// Screenshots go to SHOTS (and the overview to
 // docs/dashboard.png when DOCS_PNG is set). Ends with "N passed, N failed".
 import { chromium } from "playwright-core";
 import { mkdirSync, copyFileSync } from "node:fs";
 
 const BASE = process.env.BASE || "http://127.0.0.1:26700";
+const PROXY = process.env.PROXY;
 const SHOTS = process.env.SHOTS || "dashboard/test/screenshots";
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const QUEUE = "dash-orders-" + Date.now().toString(36);
@@ -24,6 +28,11 @@ async function call(method, path, body) {
   const text = await r.text();
   if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${text}`);
   return text ? JSON.parse(text) : null;
+}
+
+async function proxy(command) {
+  const r = await fetch(`${PROXY}/${command}`, { method: "POST" });
+  if (!r.ok) throw new Error(`fault proxy ${command}: ${r.status} ${await r.text()}`);
 }
 
 let seq = 0;
@@ -165,6 +174,47 @@ try {
     await page.waitForSelector(`#groups td a:text-is("${GROUP}")`);
     await page.goto(BASE + "/#/traces");
     await page.waitForSelector("section h2:text-is('Trace names')");
+  });
+
+  await step("a database outage shows the banner over the last figures, and it goes", async () => {
+    if (!PROXY) throw new Error("PROXY (the fault proxy's control address) is not set");
+    const banner = "#banner.down:not([hidden])";
+    const broken = () => page.$$eval(".error-box", (boxes) => boxes.map((b) => b.textContent));
+    await page.goto(BASE + "/#/");
+    await page.waitForSelector("#chart-rates svg[data-nonzero=true]");
+    await page.waitForSelector("#replicas tbody tr");
+    if (await page.isVisible("#banner")) throw new Error("a banner before the outage: " + (await page.textContent("#banner")));
+    await proxy("cut");
+    try {
+      await page.waitForSelector(banner, { timeout: 30000 });
+      const text = await page.textContent("#banner");
+      if (!/PostgreSQL is unreachable/.test(text)) throw new Error("banner: " + text);
+      await page.waitForFunction(() => document.querySelector("#health") && document.querySelector("#health").textContent !== "healthy");
+      // two refreshes later, the overview still shows its last figures
+      await page.waitForTimeout(7000);
+      if (!(await page.isVisible(banner))) throw new Error("the banner went while PostgreSQL is cut");
+      const boxes = await broken();
+      if (boxes.length) throw new Error("a broken view during the outage: " + boxes.join(" | "));
+      await page.waitForSelector("#chart-rates svg[data-nonzero=true]", { timeout: 1000 });
+      await page.waitForSelector("#replicas tbody tr", { timeout: 1000 });
+      if (!/Figures below are from/.test(await page.textContent("#banner"))) throw new Error("the banner does not say how old the figures are");
+      await page.screenshot({ path: `${SHOTS}/outage.png`, fullPage: true });
+      // a view opened during the outage says why it cannot be shown
+      await page.goto(BASE + "/#/queues");
+      await page.waitForSelector(banner);
+      await page.waitForSelector(".error-box", { timeout: 15000 });
+      const opened = (await broken()).join(" ");
+      if (!/503/.test(opened)) throw new Error("the view opened during the outage says: " + opened);
+    } finally {
+      await proxy("restore");
+    }
+    await page.waitForSelector("#banner", { state: "hidden", timeout: 60000 });
+    await page.waitForSelector(`#queues a:text-is("${QUEUE}")`, { timeout: 30000 });
+    await page.goto(BASE + "/#/");
+    await page.waitForSelector("#chart-rates svg[data-nonzero=true]", { timeout: 20000 });
+    if (await page.isVisible("#banner")) throw new Error("the banner is back after the restore");
+    const boxes = await broken();
+    if (boxes.length) throw new Error("a broken view after the restore: " + boxes.join(" | "));
   });
 
   await step("no script error on any page", async () => {

@@ -26,6 +26,7 @@ pub mod dbcopy;
 pub mod embedded_pg;
 pub mod http;
 pub mod jobs;
+pub mod memory;
 pub mod mesh;
 pub mod spool;
 pub mod store;
@@ -100,6 +101,10 @@ pub async fn run(
         spawn_hint_applier(broker.clone(), inbox, shutdown.child_token());
     }
     let mut background = jobs::spawn_all(&broker, &store, &spool, &shutdown);
+    background.spawn(memory::run_trim(
+        broker.config().limits.memory_trim_interval,
+        shutdown.child_token(),
+    ));
     let app = Arc::new(App {
         broker: broker.clone(),
         db_copy: Arc::default(),

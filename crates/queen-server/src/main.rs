@@ -33,6 +33,8 @@ enum Command {
 }
 
 fn main() -> std::process::ExitCode {
+    // before any thread allocates: the allocator's parameters (memory.rs)
+    queen_server::memory::tune();
     let cli = Cli::parse();
     let config = match Config::from_env(&ProcessEnv) {
         Ok(c) => c,

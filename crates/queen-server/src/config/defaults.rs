@@ -18,6 +18,10 @@ pub(super) const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 /// `HTTP_HEADER_TIMEOUT_MS`, 10 s: a slow mobile link sends a request head in well under a
 /// second; a client trickling one byte at a time is cut off this long after it started.
 pub(super) const HTTP_HEADER_TIMEOUT_MS: u64 = 10_000;
+/// `HTTP_IDLE_TIMEOUT_MS`, 30 s: longer than the clients' pools keep an idle connection
+/// (httpx 5 s, Node's agents 4-5 s), so the broker is not the side that closes under a client's
+/// feet; short enough that abandoned connections do not pile up.
+pub(super) const HTTP_IDLE_TIMEOUT_MS: u64 = 30_000;
 /// `HTTP_BODY_TIMEOUT_MS`, 60 s: a full 16 MiB body at 300 KiB/s; a stalled upload ends here.
 pub(super) const HTTP_BODY_TIMEOUT_MS: u64 = 60_000;
 /// `HTTP_MAX_CONNECTIONS`: far above what the clients' pools open, far below the
@@ -31,6 +35,9 @@ pub(super) const MAX_TRANSACTION_OPERATIONS: usize = 1_000;
 /// `MAX_PAYLOAD_DEPTH`: deeper than any real document, shallow enough that every reader
 /// (this broker's, the clients' JSON parsers, PostgreSQL's jsonb) can parse it back.
 pub(super) const MAX_PAYLOAD_DEPTH: usize = 64;
+/// `MEMORY_TRIM_INTERVAL_MS`, 10 s: memory a burst took is back with the system within
+/// seconds, and trims stay rare (docs/benchmarks.md, "Memory after big requests").
+pub(super) const MEMORY_TRIM_INTERVAL_MS: u64 = 10_000;
 // `TOKIO_WORKER_THREADS` has none: unset, the runtime runs one thread per CPU.
 
 /// `LOG_LEVEL`: the reference's; routine events without the debug detail.

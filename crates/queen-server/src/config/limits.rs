@@ -10,9 +10,11 @@ use super::env::{at_least_one, ConfigError, Reader};
 /// Limits of the HTTP listener and of one request.
 #[derive(Debug, Clone)]
 pub struct LimitsConfig {
-    /// Total time for a request head, from the moment the broker waits for it
-    /// (a new connection, or the previous answer sent) to its last header line.
+    /// Total time for a request head, from the connection's opening (its first
+    /// request) or from the first byte of a later request, to its last header line.
     pub header_timeout: Duration,
+    /// How long a keep-alive connection may stay silent after an answer.
+    pub idle_timeout: Duration,
     /// Total time for reading a request body once its head is in.
     pub body_timeout: Duration,
     /// Open connections at most; beyond, a new connection gets a 503 and is closed.
@@ -23,6 +25,8 @@ pub struct LimitsConfig {
     pub max_transaction_operations: usize,
     /// Nesting depth of a pushed payload at most.
     pub max_payload_depth: usize,
+    /// How often freed memory is given back to the system (`None`: never).
+    pub memory_trim_interval: Option<Duration>,
 }
 
 pub(super) fn read_limits(r: &Reader<'_>) -> Result<LimitsConfig, ConfigError> {
@@ -35,6 +39,7 @@ pub(super) fn read_limits(r: &Reader<'_>) -> Result<LimitsConfig, ConfigError> {
     };
     Ok(LimitsConfig {
         header_timeout: ms("HTTP_HEADER_TIMEOUT_MS", defaults::HTTP_HEADER_TIMEOUT_MS)?,
+        idle_timeout: ms("HTTP_IDLE_TIMEOUT_MS", defaults::HTTP_IDLE_TIMEOUT_MS)?,
         body_timeout: ms("HTTP_BODY_TIMEOUT_MS", defaults::HTTP_BODY_TIMEOUT_MS)?,
         max_connections: at_least_one(
             "HTTP_MAX_CONNECTIONS",
@@ -55,5 +60,9 @@ pub(super) fn read_limits(r: &Reader<'_>) -> Result<LimitsConfig, ConfigError> {
             "MAX_PAYLOAD_DEPTH",
             r.parsed("MAX_PAYLOAD_DEPTH", defaults::MAX_PAYLOAD_DEPTH)?,
         )?,
+        memory_trim_interval: Some(
+            r.millis("MEMORY_TRIM_INTERVAL_MS", defaults::MEMORY_TRIM_INTERVAL_MS)?,
+        )
+        .filter(|d| !d.is_zero()),
     })
 }

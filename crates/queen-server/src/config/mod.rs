@@ -130,6 +130,22 @@ mod tests {
     }
 
     #[test]
+    fn connection_and_memory_settings_are_read() {
+        let c = Config::from_env(&env(&[])).unwrap();
+        assert_eq!(c.limits.idle_timeout, Duration::from_secs(30));
+        assert_eq!(c.limits.memory_trim_interval, Some(Duration::from_secs(10)));
+        let c = Config::from_env(&env(&[
+            ("HTTP_IDLE_TIMEOUT_MS", "1500"),
+            ("MEMORY_TRIM_INTERVAL_MS", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(c.limits.idle_timeout, Duration::from_millis(1500));
+        assert_eq!(c.limits.memory_trim_interval, None);
+        let e = Config::from_env(&env(&[("HTTP_IDLE_TIMEOUT_MS", "0")])).unwrap_err();
+        assert_eq!(e.var, "HTTP_IDLE_TIMEOUT_MS");
+    }
+
+    #[test]
     fn bad_values_name_their_variable() {
         let e = Config::from_env(&env(&[("PORT", "sixty")])).unwrap_err();
         assert_eq!(e.var, "PORT");

@@ -2,8 +2,9 @@
 //! what every error answer looks like on its way out.
 //!
 //! - [`check_target`]: the path and query string, percent-decoded, must be
-//!   UTF-8 and hold no NUL character (PostgreSQL text cannot); the answer
-//!   names the path parameter or query key.
+//!   UTF-8 and hold no NUL character (PostgreSQL text cannot), and its names
+//!   (path parameters, query values of `limits::text_limit`) are bounded; the
+//!   answer names the path parameter or query key.
 //! - [`body_deadline`]: the body must arrive within `HTTP_BODY_TIMEOUT_MS` of
 //!   the head, however it is trickled (408 otherwise).
 //! - [`json_errors`]: any 4xx/5xx answer that is not JSON yet (an extractor's
@@ -67,6 +68,12 @@ pub async fn check_target(req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
+/// Longer than `max` characters (a decoded, valid UTF-8 part of the target)?
+fn too_long(what: &str, decoded: &[u8], max: usize) -> Option<ApiError> {
+    let text = std::str::from_utf8(decoded).ok()?;
+    super::limits::check_text(what, text, max).err()
+}
+
 fn target_error(req: &Request) -> Option<ApiError> {
     let uri = req.uri();
     let pattern = req
@@ -77,13 +84,24 @@ fn target_error(req: &Request) -> Option<ApiError> {
         tracing::Span::current().record("http.route", route);
     }
     let pattern_segments: Vec<&str> = pattern.map_or_else(Vec::new, |p| p.split('/').collect());
+    // ephemeral names have a limit of their own (routes::ephemeral)
+    let own_limits = pattern.is_some_and(|p| p.starts_with("/api/v1/ephemeral/"));
     for (i, segment) in uri.path().split('/').enumerate() {
-        let name = pattern_segments
+        let param = pattern_segments
             .get(i)
             .and_then(|p| p.strip_prefix('{'))
-            .and_then(|p| p.strip_suffix('}'))
-            .map_or_else(|| "path".to_owned(), camel_case);
-        if let Some(e) = target_problem(&name, &percent_decode(segment, false)) {
+            .and_then(|p| p.strip_suffix('}'));
+        let name = param.map_or_else(|| "path".to_owned(), camel_case);
+        let decoded = percent_decode(segment, false);
+        if let Some(e) = target_problem(&name, &decoded) {
+            return Some(e);
+        }
+        // a named parameter, not a wildcard (`{*key}`: a timer key, its own limit)
+        let bounded = param.is_some_and(|p| !p.starts_with('*')) && !own_limits;
+        if let Some(e) = bounded
+            .then(|| too_long(&name, &decoded, super::limits::MAX_NAME_CHARS))
+            .flatten()
+        {
             return Some(e);
         }
     }
@@ -94,7 +112,12 @@ fn target_error(req: &Request) -> Option<ApiError> {
             return Some(e);
         }
         let key = String::from_utf8_lossy(&key);
-        if let Some(e) = target_problem(&key, &percent_decode(value, true)) {
+        let value = percent_decode(value, true);
+        if let Some(e) = target_problem(&key, &value) {
+            return Some(e);
+        }
+        let limit = super::limits::text_limit(&key).filter(|_| !own_limits);
+        if let Some(e) = limit.and_then(|max| too_long(&key, &value, max)) {
             return Some(e);
         }
     }

@@ -10,6 +10,28 @@ use super::error::ApiError;
 /// Longest name (queue, partition, group, namespace, task, token subject) in characters.
 pub const MAX_NAME_CHARS: usize = queen_proto::names::MAX_NAME_CHARS;
 
+/// Longest error text a client stores (an ack's or a transaction operation's
+/// `error`) in characters: room for an exception message with its context.
+pub const MAX_ERROR_CHARS: usize = 16_384;
+
+/// The longest value, in characters, of a free-text field a client can store
+/// or look up, by the field's name (in a body, a query string or a path).
+/// Fields with limits of their own (`key`, `timerKey`, lock and stream
+/// `name`s, ephemeral names) are checked by their routes.
+pub fn text_limit(field: &str) -> Option<usize> {
+    match field {
+        "queue" | "partition" | "consumerGroup" | "group" | "namespace" | "task"
+        | "transactionId" | "traceName" | "traceNames" | "eventType" | "workerId" | "hostname" => {
+            Some(MAX_NAME_CHARS)
+        }
+        "error" | "errorMessage" => Some(MAX_ERROR_CHARS),
+        _ => None,
+    }
+}
+
+/// Body arrays whose objects carry the fields of [`text_limit`] too.
+const NESTED: [&str; 3] = ["items", "acknowledgments", "operations"];
+
 /// Refuses text with a NUL character or longer than `max_chars`, naming `field`.
 pub fn check_text(field: &str, value: &str, max_chars: usize) -> Result<(), ApiError> {
     if value.contains('\0') {
@@ -29,12 +51,42 @@ pub fn nul_error(field: &str) -> ApiError {
     ApiError::bad_request(format!("{field} must not contain NUL characters"))
 }
 
-/// Refuses a body with a NUL in a string outside message payloads, naming the field.
+/// Refuses a body with a NUL in a string outside message payloads, or a
+/// free-text field longer than its [`text_limit`], naming the field.
 pub fn check_body_strings(map: &Map<String, Value>) -> Result<(), ApiError> {
-    match queen_proto::payload::nul_field(map) {
-        None => Ok(()),
-        Some(field) => Err(nul_error(&field)),
+    if let Some(field) = queen_proto::payload::nul_field(map) {
+        return Err(nul_error(&field));
     }
+    check_lengths(map, "")
+}
+
+/// The length check of [`check_body_strings`]: the fields of `map`, the
+/// strings of a listed array (`traceNames`), and the objects of the
+/// `NESTED` arrays (a transaction's `operations[0].items[3].queue`).
+/// Payloads and other values are not looked into.
+fn check_lengths(map: &Map<String, Value>, prefix: &str) -> Result<(), ApiError> {
+    for (key, value) in map {
+        let path = |suffix: &str| format!("{prefix}{key}{suffix}");
+        match (value, text_limit(key)) {
+            (Value::String(s), Some(max)) => check_text(&path(""), s, max)?,
+            (Value::Array(list), Some(max)) => {
+                for (i, v) in list.iter().enumerate() {
+                    if let Value::String(s) = v {
+                        check_text(&path(&format!("[{i}]")), s, max)?;
+                    }
+                }
+            }
+            (Value::Array(list), None) if NESTED.contains(&key.as_str()) => {
+                for (i, v) in list.iter().enumerate() {
+                    if let Value::Object(m) = v {
+                        check_lengths(m, &path(&format!("[{i}].")))?;
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a payload that cannot be returned as sent (400 with the reason).
@@ -60,5 +112,36 @@ mod tests {
             check_text("sub", "a\0", 255).unwrap_err().message,
             "sub must not contain NUL characters"
         );
+    }
+
+    #[test]
+    fn body_fields_are_bounded_where_they_are() {
+        let long = "x".repeat(256);
+        let refused = |body: Value| {
+            check_body_strings(body.as_object().unwrap())
+                .unwrap_err()
+                .message
+        };
+        assert_eq!(
+            refused(serde_json::json!({"traceNames": ["ok", long]})),
+            "traceNames[1] must be at most 255 characters"
+        );
+        assert_eq!(
+            refused(
+                serde_json::json!({"operations": [{"type": "push", "items": [{"queue": long}]}]})
+            ),
+            "operations[0].items[0].queue must be at most 255 characters"
+        );
+        let error = "e".repeat(MAX_ERROR_CHARS + 1);
+        assert_eq!(
+            refused(serde_json::json!({"acknowledgments": [{"error": error}]})),
+            format!("acknowledgments[0].error must be at most {MAX_ERROR_CHARS} characters")
+        );
+        // payloads, data and unlisted fields are not names
+        let fine = serde_json::json!({
+            "items": [{"queue": "q", "payload": {"queue": long}}],
+            "data": {"queue": long}, "value": long, "error": "e".repeat(MAX_ERROR_CHARS),
+        });
+        assert!(check_body_strings(fine.as_object().unwrap()).is_ok());
     }
 }

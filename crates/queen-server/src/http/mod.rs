@@ -15,6 +15,7 @@
 pub mod auth;
 pub mod body;
 pub mod coded;
+pub mod conn_clock;
 #[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod edge;

@@ -1,9 +1,10 @@
 //! The HTTP/1.1 listener: hyper connections with deadlines and a cap.
 //!
 //! - `HTTP_HEADER_TIMEOUT_MS`: a request head must be complete this long after
-//!   the broker starts waiting for it (the connection opened, or the previous
-//!   answer went out). A client trickling a byte at a time does not reset it,
-//!   and it is also how long an idle keep-alive connection stays open.
+//!   the connection opened, or after the first byte of a later request. A
+//!   client trickling a byte at a time does not reset it.
+//! - `HTTP_IDLE_TIMEOUT_MS`: how long a keep-alive connection may stay silent
+//!   after an answer ([`conn_clock`](super::conn_clock)).
 //! - `HTTP_MAX_CONNECTIONS`: beyond, a new connection is answered 503 (JSON)
 //!   and closed at once.
 //! - Requests hyper refuses before any handler runs (a head too large: 431; a
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -28,6 +29,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::conn_clock::{ConnTimer, SharedActivity};
 use crate::config::LimitsConfig;
 
 /// Connections over the cap answered 503 at once; beyond, they are closed unanswered.
@@ -48,7 +50,6 @@ pub async fn serve(
     let tracker = TaskTracker::new();
     let mut builder = http1::Builder::new();
     builder
-        .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
     loop {
@@ -76,10 +77,18 @@ pub async fn serve(
             }
             continue;
         };
-        let conn = builder.serve_connection(
-            TokioIo::new(ErrorBodies::new(stream)),
-            TowerToHyperService::new(router.clone()),
-        );
+        let activity = SharedActivity::default();
+        let conn = builder
+            .clone()
+            .timer(ConnTimer::new(
+                activity.clone(),
+                limits.header_timeout,
+                limits.idle_timeout,
+            ))
+            .serve_connection(
+                TokioIo::new(ErrorBodies::new(stream, activity)),
+                TowerToHyperService::new(router.clone()),
+            );
         let shutdown = shutdown.clone();
         tracker.spawn(async move {
             let _permit = permit;
@@ -139,6 +148,8 @@ pub struct ErrorBodies {
     pending: Option<(Vec<u8>, usize, usize)>,
     /// Set once an error answer went out: the close lingers.
     answered_error: bool,
+    /// Told of every read and write, for the head and idle deadlines.
+    activity: SharedActivity,
 }
 
 /// Most time a close lingers after an error answer.
@@ -147,11 +158,12 @@ const LINGER: Duration = Duration::from_secs(2);
 const LINGER_BYTES: usize = 4 << 20;
 
 impl ErrorBodies {
-    pub fn new(inner: TcpStream) -> Self {
+    pub fn new(inner: TcpStream, activity: SharedActivity) -> Self {
         Self {
             inner: Some(inner),
             pending: None,
             answered_error: false,
+            activity,
         }
     }
 
@@ -231,10 +243,16 @@ impl AsyncRead for ErrorBodies {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match self.get_mut().io() {
-            Ok(s) => Pin::new(s).poll_read(cx, buf),
-            Err(e) => Poll::Ready(Err(e)),
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let read = match this.io() {
+            Ok(s) => ready!(Pin::new(s).poll_read(cx, buf)),
+            Err(e) => Err(e),
+        };
+        if buf.filled().len() > before {
+            this.activity.read();
         }
+        Poll::Ready(read)
     }
 }
 
@@ -248,7 +266,13 @@ impl AsyncWrite for ErrorBodies {
         if this.pending.is_none() {
             match json_for_automatic_error(buf) {
                 Some(answer) => this.pending = Some((answer, 0, buf.len())),
-                None => return Pin::new(this.io()?).poll_write(cx, buf),
+                None => {
+                    let written = ready!(Pin::new(this.io()?).poll_write(cx, buf));
+                    if matches!(written, Ok(n) if n > 0) {
+                        this.activity.wrote();
+                    }
+                    return Poll::Ready(written);
+                }
             }
         }
         let Some(inner) = this.inner.as_mut() else {
@@ -266,6 +290,7 @@ impl AsyncWrite for ErrorBodies {
         }
         let stands_for = *stands_for;
         this.pending = None;
+        this.activity.wrote();
         this.answered_error = true;
         Poll::Ready(Ok(stands_for))
     }

@@ -169,15 +169,25 @@ async fn run(mut rx: mpsc::Receiver<Job>, db: Db) {
     }
 }
 
+/// Payload bytes of one call past which its connection is closed after it.
+/// A connection keeps the buffers that carried its largest statement (for a
+/// 12 MiB push, tens of MiB) as long as it lives; the next push opens another
+/// one (docs/benchmarks.md, "Memory after big requests").
+const BIG_CALL_BYTES: usize = 1 << 20;
+
 /// One `queen.push_batch` call on the slot's connection.
 async fn one_call(
     db: &Db,
     slot: &mut Slot,
     items: &[NewMessage],
 ) -> Result<Vec<AppendOutcome>, StoreError> {
-    with_op!(*db, DbOp::Push, slot = &mut slot.conn, |client| {
+    let result = with_op!(*db, DbOp::Push, slot = &mut slot.conn, |client| {
         append_with(&*client, items, false).await
-    })
+    });
+    if items.iter().map(|m| m.payload.len()).sum::<usize>() > BIG_CALL_BYTES {
+        Db::discard(&mut slot.conn);
+    }
+    result
 }
 
 /// Appends the merged jobs and answers each with its own outcomes.

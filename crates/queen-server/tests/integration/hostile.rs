@@ -679,18 +679,91 @@ async fn a_trickled_head_is_cut_off_at_the_deadline() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_and_silent_connections_are_closed() {
-    let (_db, b) = setup_with(&[("HTTP_HEADER_TIMEOUT_MS", "1000")]).await;
-    // a connection that never sends a byte
+    let (_db, b) = setup_with(&[
+        ("HTTP_HEADER_TIMEOUT_MS", "1000"),
+        ("HTTP_IDLE_TIMEOUT_MS", "3000"),
+    ])
+    .await;
+    // a connection that never sends a byte: the head deadline
     let mut silent = TcpStream::connect(b.addr).await.unwrap();
+    let started = Instant::now();
     assert!(closed_within(&mut silent, Duration::from_secs(10)).await);
-    // a keep-alive connection after its answer
+    assert!(
+        started.elapsed() < Duration::from_millis(2500),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // a keep-alive connection after its answer: open past the head deadline,
+    // closed after the idle one
     let mut idle = TcpStream::connect(b.addr).await.unwrap();
     idle.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
         .await
         .unwrap();
     let answer = read_answer(&mut idle).await.unwrap();
     assert_eq!(answer.status, 200);
-    assert!(closed_within(&mut idle, Duration::from_secs(10)).await);
+    let answered = Instant::now();
+    assert!(
+        !closed_within(&mut idle, Duration::from_millis(2000)).await,
+        "closed {:?} after the answer, before the idle timeout",
+        answered.elapsed()
+    );
+    assert!(closed_within(&mut idle, Duration::from_secs(5)).await);
+    let idled = answered.elapsed();
+    assert!(
+        idled >= Duration::from_millis(2900) && idled < Duration::from_millis(6000),
+        "closed {idled:?} after the answer"
+    );
+
+    // the next request on a kept-alive connection: still usable within the
+    // idle timeout, and its head deadline counts from its first byte
+    let mut again = TcpStream::connect(b.addr).await.unwrap();
+    again
+        .write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_answer(&mut again).await.unwrap().status, 200);
+    sleep_ms(1800).await;
+    again.write_all(b"GET /health HTTP/1.1\r\n").await.unwrap();
+    let first_byte = Instant::now();
+    assert!(closed_within(&mut again, Duration::from_secs(5)).await);
+    let cut = first_byte.elapsed();
+    assert!(
+        cut < Duration::from_millis(2000),
+        "an unfinished head cut {cut:?} after its first byte"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_is_not_idle() {
+    let (_db, b) = setup_with(&[
+        ("HTTP_HEADER_TIMEOUT_MS", "1000"),
+        ("HTTP_IDLE_TIMEOUT_MS", "1500"),
+    ])
+    .await;
+    let q = unique("hostile-idle");
+    configure(&b, &q, json!({})).await;
+    let mut s = TcpStream::connect(b.addr).await.unwrap();
+    let path = pop_path(&q, None, "wait=true&timeout=4000");
+    s.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let asked = Instant::now();
+    let answer = tokio::time::timeout(Duration::from_secs(15), read_answer(&mut s))
+        .await
+        .expect("an answer within 15 s")
+        .expect("an answer, not a closed connection");
+    assert_eq!(answer.status, 204, "{}", answer.head);
+    assert!(
+        asked.elapsed() >= Duration::from_millis(3500),
+        "answered after {:?}",
+        asked.elapsed()
+    );
+    // and the connection serves another request afterwards
+    s.write_all(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_answer(&mut s).await.unwrap().status, 200);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -873,6 +946,165 @@ async fn names_are_length_capped() {
     assert_error(status, &v, StatusCode::BAD_REQUEST);
     let client = db.client().await.unwrap();
     assert_eq!(count(&client, "SELECT count(*) FROM queen.queues").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_free_text_field_is_length_capped() {
+    let (db, b) = setup().await;
+    let q = unique("hostile-caps");
+    push_one(&b, &q, "p", json!({"n": 1}), "caps-1").await;
+    let msg = pop_ok(&b, &pop_path(&q, None, "batch=1&wait=false")).await;
+    let msg = messages(&msg)[0].clone();
+    let (tx, pid, lease) = (
+        msg["transactionId"].as_str().unwrap().to_owned(),
+        msg["partitionId"].as_str().unwrap().to_owned(),
+        msg["leaseId"].as_str().unwrap_or("").to_owned(),
+    );
+    let name = "n".repeat(256);
+    let error = "e".repeat(16_385);
+    let seek = format!("/api/v1/consumer-groups/g/queues/{q}/seek");
+    // (what, method, path, body, the field the error must name)
+    let posts: Vec<(&str, Value, &str)> = vec![
+        ("/api/v1/configure", json!({"queue": name}), "queue"),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": tx, "partitionId": pid, "data": {}, "traceNames": ["ok", name]}),
+            "traceNames[1]",
+        ),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": tx, "partitionId": pid, "data": {}, "eventType": name}),
+            "eventType",
+        ),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": name, "partitionId": pid, "data": {}}),
+            "transactionId",
+        ),
+        (
+            "/api/v1/traces",
+            json!({"transactionId": tx, "partitionId": pid, "data": {}, "consumerGroup": name}),
+            "consumerGroup",
+        ),
+        (
+            "/api/v1/ack",
+            json!({"transactionId": tx, "partitionId": pid, "leaseId": lease, "status": "failed", "error": error}),
+            "error",
+        ),
+        (
+            "/api/v1/ack/batch",
+            json!({"acknowledgments": [{"transactionId": tx, "partitionId": pid, "leaseId": lease, "status": "failed", "error": error}]}),
+            "acknowledgments[0].error",
+        ),
+        (
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "ack", "transactionId": tx, "partitionId": pid, "status": "failed", "error": error}]}),
+            "operations[0].error",
+        ),
+        (
+            "/api/v1/transaction",
+            json!({"operations": [{"type": "push", "items": [{"queue": name, "payload": 1}]}]}),
+            "operations[0].items[0].queue",
+        ),
+        (
+            &seek,
+            json!({"toEnd": true, "consumerGroup": name}),
+            "consumerGroup",
+        ),
+    ];
+    let mut failures = Vec::new();
+    for (path, body, field) in &posts {
+        let (status, v) = b.post(path, body).await;
+        let e = v["error"].as_str().unwrap_or("");
+        if status != StatusCode::BAD_REQUEST || !e.starts_with(&format!("{field} must be at most "))
+        {
+            failures.push(format!("POST {path} ({field}): {status} {v}"));
+        }
+    }
+    let gets = [
+        (format!("/api/v1/traces/by-name/{name}"), "name"),
+        (
+            format!("/api/v1/pop/queue/{q}?consumerGroup={name}&wait=false"),
+            "consumerGroup",
+        ),
+        (
+            format!("/api/v1/pop?namespace={name}&wait=false"),
+            "namespace",
+        ),
+        (format!("/api/v1/pop?task={name}&wait=false"), "task"),
+        (
+            format!("/api/v1/pop/queue/{q}/partition/{name}?wait=false"),
+            "partition",
+        ),
+        (format!("/api/v1/resources/queues/{name}"), "queue"),
+        (format!("/api/v1/consumer-groups/{name}"), "group"),
+        (format!("/api/v1/dlq?queue={name}"), "queue"),
+        (
+            format!("/api/v1/messages?queue={q}&partition={name}"),
+            "partition",
+        ),
+    ];
+    for (path, field) in &gets {
+        let (status, v) = b.get(path).await;
+        let e = v["error"].as_str().unwrap_or("");
+        if status != StatusCode::BAD_REQUEST || !e.starts_with(&format!("{field} must be at most "))
+        {
+            failures.push(format!(
+                "GET {} ({field}): {status} {v}",
+                &path[..60.min(path.len())]
+            ));
+        }
+    }
+    // routes with limits of their own refuse past them, naming the field
+    let own: Vec<(&str, Value, &str)> = vec![
+        (
+            "/api/v1/kv",
+            json!([{"op": "put", "ns": "caps", "key": "k".repeat(513), "value": 1, "forever": true}]),
+            "key",
+        ),
+        (
+            "/api/v1/locks",
+            json!([{"op": "acquire", "name": "l".repeat(257), "owner": "o", "ttlSeconds": 5}]),
+            "name",
+        ),
+        (
+            "/api/v1/timers",
+            json!([{"op": "schedule", "queue": q, "timerKey": "t".repeat(513), "delayMs": 1000, "payload": "MQ=="}]),
+            "timerKey",
+        ),
+    ];
+    for (path, body, field) in &own {
+        let (status, v) = b.post(path, body).await;
+        let text = v.to_string();
+        if !status.is_client_error() || v.get("error").is_none() || !text.contains(field) {
+            failures.push(format!("POST {path} ({field}): {status} {v}"));
+        }
+    }
+    // at the limits, the same fields are accepted
+    let ok = "o".repeat(255);
+    let (status, v) = b
+        .post("/api/v1/traces", &json!({"transactionId": tx, "partitionId": pid, "data": {}, "traceNames": [ok], "eventType": ok}))
+        .await;
+    if !status.is_success() {
+        failures.push(format!("a trace at the limits: {status} {v}"));
+    }
+    let (status, v) = b
+        .post("/api/v1/ack", &json!({"transactionId": tx, "partitionId": pid, "leaseId": lease, "status": "failed", "error": "e".repeat(16_384)}))
+        .await;
+    if !status.is_success() {
+        failures.push(format!("an ack error at the limit: {status} {v}"));
+    }
+    assert!(failures.is_empty(), "not capped:\n{}", failures.join("\n"));
+    // nothing of the refused requests was stored
+    let client = db.client().await.unwrap();
+    assert_eq!(
+        count(
+            &client,
+            "SELECT count(*) FROM queen.queues WHERE length(name) > 255"
+        )
+        .await,
+        0
+    );
 }
 
 // Any JSON value accepted by push comes back equal through pop, the DLQ and
