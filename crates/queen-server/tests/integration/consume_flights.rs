@@ -61,8 +61,9 @@ async fn concurrent_single_pops_get_distinct_partitions_and_are_acked_once() {
     let queue = unique("cf1");
     fill(&b, &queue, 32, 3).await;
     // first contact creates the cursor rows (function path); ack them one by one
-    for _ in 0..32 {
-        let body = pop_ok(&b, &pop_path(&queue, None, "batch=1")).await;
+    for p in 0..32 {
+        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
+        let body = pop_ok(&b, &path).await;
         let r = ack_batch(&b, None, messages(&body)).await;
         assert_eq!(r[0]["success"], true, "{r}");
     }
@@ -142,8 +143,9 @@ async fn grouped_acks_answer_each_member_for_itself() {
     let (db, b) = setup().await;
     let queue = unique("cf2");
     fill(&b, &queue, 12, 4).await;
-    for _ in 0..12 {
-        let body = pop_ok(&b, &pop_path(&queue, None, "batch=1")).await;
+    for p in 0..12 {
+        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
+        let body = pop_ok(&b, &path).await;
         ack_batch(&b, None, messages(&body)).await;
     }
     let client = db.client().await.expect("db client");
@@ -203,8 +205,12 @@ async fn groups_popping_together_each_get_every_partition_once() {
     let groups = ["ga", "gb"];
     for g in groups {
         // first contact for the group, one partition at a time
-        for _ in 0..8 {
-            let path = pop_path(&queue, None, &format!("consumerGroup={g}&batch=1"));
+        for p in 0..8 {
+            let path = pop_path(
+                &queue,
+                Some(&format!("p{p}")),
+                &format!("consumerGroup={g}&batch=1"),
+            );
             let body = pop_ok(&b, &path).await;
             ack_batch(&b, Some(g), messages(&body)).await;
         }
