@@ -2,7 +2,7 @@
 //! message of one live lease, `completed`, in delivery order) first tries one
 //! prepared statement, `sql/statements/ack_lease.sql`, shared by the acks
 //! waiting at the same moment (consumer group commit, `flights.rs` and
-//! `consume.rs`); see [`whole_lease`].
+//! `consume.rs`); see `whole_lease`.
 
 use std::fmt;
 

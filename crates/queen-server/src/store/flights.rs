@@ -2,11 +2,11 @@
 //!
 //! The same shape as the push batcher (`batcher.rs`): requests queue here
 //! while earlier flights are in the air, and each flight takes the waiting
-//! requests that can share a statement (the same [`Fly::Key`]) and answers
-//! all of them with one call of [`Fly::fly`]. There is no timer: a lone
-//! request leaves at once. At most [`Limits::inflight`] flights are in the
+//! requests that can share a statement (the same `Fly::Key`) and answers
+//! all of them with one call of `Fly::fly`. There is no timer: a lone
+//! request leaves at once. At most `Limits::inflight` flights are in the
 //! air; a further one leaves while others fly only when it carries
-//! [`Limits::second`] requests or a key no flight in the air has, so small
+//! `Limits::second` requests or a key no flight in the air has, so small
 //! requests merge instead of queueing on each other. A flight whose call
 //! fails (other than by the database being unavailable) is flown again one
 //! request at a time, so one request's error does not fail the others.
@@ -141,7 +141,7 @@ impl<F: Fly> Flights<F> {
 
 /// The key of the next flight to leave, if one may: with nothing in the air
 /// the oldest request's; else the oldest request's whose key is not in the
-/// air; else the oldest request's when [`Limits::second`] requests wait for it.
+/// air; else the oldest request's when `Limits::second` requests wait for it.
 fn next_key<F: Fly>(
     waiting: &VecDeque<Member<F>>,
     in_air: &[(u64, F::Key)],
