@@ -169,7 +169,7 @@ impl Broker {
         }
     }
 
-    /// Sleeps until the next timer this replica knows of, or [`SWEEP_PERIOD`].
+    /// Sleeps until the next timer this replica knows of, or `SWEEP_PERIOD`.
     pub async fn wait_for_timers(&self) {
         self.surfaces.sleep_until_due(SWEEP_PERIOD).await;
     }

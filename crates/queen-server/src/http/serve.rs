@@ -130,7 +130,7 @@ async fn refuse(mut stream: TcpStream, cap: usize) {
 /// can destroy the answer before the client reads it. So the close lingers
 /// (on drop): our side is shut down first, so the client sees the end of the
 /// answer, then what the client still sends is read and dropped, for
-/// [`LINGER`] or [`LINGER_BYTES`] at most.
+/// `LINGER` or `LINGER_BYTES` at most.
 pub struct ErrorBodies {
     /// `None` only once dropped.
     inner: Option<TcpStream>,

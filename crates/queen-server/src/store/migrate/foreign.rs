@@ -44,7 +44,7 @@ pub(crate) async fn refuse_foreign_schema(client: &Client) -> Result<(), StoreEr
     )))
 }
 
-/// True for the refusal of [`refuse_foreign_schema`].
+/// True for the refusal of `refuse_foreign_schema`.
 pub fn is_foreign_schema(e: &StoreError) -> bool {
     e.to_string().contains(FOREIGN_SCHEMA)
 }
