@@ -12,18 +12,21 @@ use super::pop::{Claim, ClaimedMessage};
 use super::{col, StoreError};
 
 /// Hinted pops: at most 32 per statement, two statements in the air, a
-/// second one only for 8 waiting pops (or another queue or group).
+/// second one of the same queue and group only when a full statement's
+/// worth waits (another queue or group leaves at once). Measured with 16
+/// consumers at batch 1 (`docs/benchmarks.md`, "Consume path, part 3"):
+/// leaving with 8 waiting split the flights to 4.5 pops each.
 pub(super) const POP_LIMITS: Limits = Limits {
     members: 32,
     inflight: 2,
-    second: 8,
+    second: 32,
 };
 /// Whole-lease acks: at most 64 per statement, two in the air, a second one
-/// only for 8 waiting acks.
+/// only when a full statement's worth waits.
 pub(super) const ACK_LIMITS: Limits = Limits {
     members: 64,
     inflight: 2,
-    second: 8,
+    second: 64,
 };
 
 /// What the pops of one flight share.
