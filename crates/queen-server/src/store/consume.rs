@@ -12,21 +12,18 @@ use super::pop::{Claim, ClaimedMessage};
 use super::{col, StoreError};
 
 /// Hinted pops: at most 32 per statement, two statements in the air, a
-/// second one of the same queue and group only when a full statement's
-/// worth waits (another queue or group leaves at once). Measured with 16
-/// consumers at batch 1 (`docs/benchmarks.md`, "Consume path, part 3"):
-/// leaving with 8 waiting split the flights to 4.5 pops each.
+/// second one only for 8 waiting pops (or another queue or group).
 pub(super) const POP_LIMITS: Limits = Limits {
     members: 32,
     inflight: 2,
-    second: 32,
+    second: 8,
 };
 /// Whole-lease acks: at most 64 per statement, two in the air, a second one
-/// only when a full statement's worth waits.
+/// only for 8 waiting acks.
 pub(super) const ACK_LIMITS: Limits = Limits {
     members: 64,
     inflight: 2,
-    second: 64,
+    second: 8,
 };
 
 /// What the pops of one flight share.
