@@ -24,5 +24,7 @@ BASE_PORT=26632 BASE_MESH_PORT=26642 bash scripts/ha-local.sh --check >/dev/null
 
 # fault injection: three brokers SIGKILLed, cut from PostgreSQL and from each other, then the delivery checker (docs/operations/fault-checking.md)
 cargo build -q -p queen-server && cargo run -q -p queen-chaos -- --duration 60s
+# the same against a private primary and a synchronous standby: the primary killed, then frozen, the standby promoted 1 s later each time (about 55 s)
+cargo run -q -p queen-chaos -- --duration 30s --private-pg --standby
 
 bash scripts/bench-smoke.sh

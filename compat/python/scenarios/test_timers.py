@@ -77,3 +77,63 @@ async def test_timer_in_a_transaction_commits_with_it(ctx: Ctx):
         await ctx.client.timers.batch([{"op": "schedule", "queue": q, "timerKey": "z", "payload": "@@ not base64", "delayMs": 1}])
     assert e.value.status == 400 and e.value.reason == "timers_payload_not_base64"
     assert (await ctx.client.timers.peek(q, "z"))["found"] is False
+
+
+
+def zstd_frame(blocks, content_size=None) -> bytes:
+    """A zstd frame built by hand from `(kind, bytes_or_run)` blocks: `("raw",
+    b"...")` stored as is, `("rle", (byte, n))` one byte repeated n times
+    (n <= 128 KiB). Both block types are part of the format (RFC 8878
+    §3.1.1.2), so any decoder takes the frame. With `content_size` the header
+    declares it (single segment); without, it declares a 1 MiB window only.
+
+    The 2.6.0 client never compresses: `payload(bytes, zstd=True)` sends the
+    caller's bytes as they are with `payloadZstd: true`.
+    """
+    out = bytearray(b"\x28\xb5\x2f\xfd")  # magic number
+    if content_size is not None:
+        out.append(0xA0)  # single segment, 4-byte content size, no checksum
+        out += content_size.to_bytes(4, "little")
+    else:
+        out.append(0x00)  # no content size
+        out.append(10 << 3)  # window descriptor: 2^(10+10) = 1 MiB
+    for i, (kind, body) in enumerate(blocks):
+        last = 1 if i == len(blocks) - 1 else 0
+        if kind == "raw":
+            out += ((len(body) << 3) | last).to_bytes(3, "little") + body
+        else:
+            byte, n = body
+            out += ((n << 3) | (1 << 1) | last).to_bytes(3, "little") + bytes([byte])
+    return bytes(out)
+
+
+def raw_frame(data: bytes) -> bytes:
+    chunks = [data[i:i + (1 << 17)] for i in range(0, len(data), 1 << 17)] or [b""]
+    return zstd_frame([("raw", c) for c in chunks], content_size=len(data))
+
+
+def json_bytes(v) -> bytes:
+    import json
+
+    return json.dumps(v, separators=(",", ":")).encode()
+
+
+@scenario()
+async def test_timer_zstd_payload_is_delivered_decompressed_and_bounded(ctx: Ctx):
+    from queen.errors import TimerError
+
+    q = ctx.q("timer-zstd")
+    doc = {"compressed": True, "text": "z" * 300_000}
+    res = await ctx.client.timer(q).key("z1").payload(raw_frame(json_bytes(doc)), zstd=True).after_ms(200).schedule()
+    assert res["ok"] is True and res["status"] == "scheduled", res
+    got = await ctx.client.queue(q).wait(True).timeout_millis(8000).pop()
+    assert len(got) == 1 and got[0]["data"] == doc, [m["data"] for m in got][:1]
+    assert got[0]["id"] == res["messageId"], got[0]
+    # a bomb: 2 MiB of JSON in 16 run-length blocks (under 100 bytes on the
+    # wire), with and without the size in its header: 413, nothing scheduled
+    runs = [("raw", b'"')] + [("rle", (ord("y"), 1 << 17))] * 16 + [("raw", b'"')]
+    for key, size in (("z2", (2 << 20) + 2), ("z3", None)):
+        with pytest.raises(TimerError) as e:
+            await ctx.client.timer(q).key(key).payload(zstd_frame(runs, size), zstd=True).after_ms(0).schedule()
+        assert e.value.status == 413 and e.value.reason == "timers_payload_too_large", e.value
+        assert (await ctx.client.timers.peek(q, key))["found"] is False

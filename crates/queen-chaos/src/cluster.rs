@@ -1,10 +1,11 @@
 //! Three real `queen-server` processes on loopback against one fresh database.
-//! Each broker reaches PostgreSQL through its own [`FaultProxy`], and each
+//! Each broker reaches PostgreSQL through its own [`FaultProxy`] (one per
+//! server with a standby: both in one `DATABASE_URL`), and each
 //! broker's mesh listener sits behind a proxy too, so the peers dial proxies and
 //! the mesh can be cut without touching HTTP or the database.
 
 use std::io::Write as _;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -37,7 +38,8 @@ pub struct Node {
     child: Option<Child>,
     pub log: PathBuf,
     starts: u32,
-    pg_proxy: FaultProxy,
+    /// One per PostgreSQL address slot (two with a standby).
+    pg_proxies: Vec<FaultProxy>,
     mesh_proxy: FaultProxy,
     /// Exits nobody asked for (crash, panic, refused start), with their status.
     pub unexpected_exits: Vec<String>,
@@ -119,18 +121,47 @@ impl Node {
     }
 }
 
+/// How a broker reaches its database: `PG_*` through its one proxy, or
+/// every proxy in one multi-host `DATABASE_URL` that only takes a server
+/// accepting writes (`target_session_attrs=read-write`).
+fn db_env(db: &DbTarget, proxies: &[FaultProxy]) -> Vec<(String, String)> {
+    if let [one] = proxies {
+        return vec![
+            ("PG_HOST".into(), "127.0.0.1".into()),
+            ("PG_PORT".into(), one.addr().port().to_string()),
+            ("PG_USER".into(), db.user.clone()),
+            ("PG_PASSWORD".into(), String::new()),
+            ("PG_DB".into(), db.name.clone()),
+        ];
+    }
+    let hosts: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("127.0.0.1:{}", p.addr().port()))
+        .collect();
+    vec![(
+        "DATABASE_URL".into(),
+        format!(
+            "postgresql://{}@{}/{}?target_session_attrs=read-write",
+            db.user,
+            hosts.join(","),
+            db.name
+        ),
+    )]
+}
+
 impl Cluster {
-    /// Starts the proxies and the three brokers against `db`, and waits until
-    /// every broker is healthy and sees both peers on the mesh.
-    pub async fn start(spec: BrokerSpec, db: &DbTarget, t0: Instant) -> Result<Self> {
-        let pg_ip: IpAddr = db
-            .host
-            .parse()
-            .with_context(|| format!("PostgreSQL host {:?} must be an IP address", db.host))?;
-        if !pg_ip.is_loopback() {
-            bail!("PostgreSQL must be on loopback for the fault proxies, not {pg_ip}");
+    /// Starts the proxies and the three brokers against database `db` on
+    /// `upstreams` (the server of `db`, or a primary and its standby), and
+    /// waits until every broker is healthy and sees both peers on the mesh.
+    pub async fn start(
+        spec: BrokerSpec,
+        db: &DbTarget,
+        upstreams: &[SocketAddr],
+        t0: Instant,
+    ) -> Result<Self> {
+        if let Some(u) = upstreams.iter().find(|u| !u.ip().is_loopback()) {
+            bail!("PostgreSQL must be on loopback for the fault proxies, not {u}");
         }
-        let upstream = SocketAddr::new(pg_ip, db.port);
         let secret = uuid::Uuid::new_v4().simple().to_string();
         let mut mesh_ports = Vec::new();
         let mut mesh_proxies = Vec::new();
@@ -142,7 +173,10 @@ impl Cluster {
         let proxy_ports: Vec<u16> = mesh_proxies.iter().map(|p| p.addr().port()).collect();
         let mut nodes = Vec::new();
         for (idx, mesh_proxy) in mesh_proxies.into_iter().enumerate() {
-            let pg_proxy = FaultProxy::start(upstream).await?;
+            let mut pg_proxies = Vec::new();
+            for u in upstreams {
+                pg_proxies.push(FaultProxy::start(*u).await?);
+            }
             let http_port = free_port()?;
             let spool_dir = spec.work_dir.join(format!("spool-{idx}"));
             std::fs::create_dir_all(&spool_dir)?;
@@ -150,14 +184,9 @@ impl Cluster {
                 .filter(|j| *j != idx)
                 .map(|j| format!("127.0.0.1:{}", proxy_ports[j]))
                 .collect();
-            let env = vec![
+            let mut env = vec![
                 ("HOST".into(), "127.0.0.1".into()),
                 ("PORT".into(), http_port.to_string()),
-                ("PG_HOST".into(), "127.0.0.1".into()),
-                ("PG_PORT".into(), pg_proxy.addr().port().to_string()),
-                ("PG_USER".into(), db.user.clone()),
-                ("PG_PASSWORD".into(), String::new()),
-                ("PG_DB".into(), db.name.clone()),
                 ("DB_POOL_SIZE".into(), spec.pool_size.to_string()),
                 ("DB_CONNECTION_TIMEOUT".into(), "1000".into()),
                 ("QUEEN_SERVER_ID".into(), format!("chaos-{idx}")),
@@ -174,6 +203,7 @@ impl Cluster {
                 ("RUST_BACKTRACE".into(), "1".into()),
                 ("NO_COLOR".into(), "1".into()),
             ];
+            env.extend(db_env(db, &pg_proxies));
             nodes.push(Node {
                 idx,
                 url: format!("http://127.0.0.1:{http_port}"),
@@ -181,7 +211,7 @@ impl Cluster {
                 child: None,
                 log: spec.work_dir.join(format!("broker-{idx}.log")),
                 starts: 0,
-                pg_proxy,
+                pg_proxies,
                 mesh_proxy,
                 unexpected_exits: Vec::new(),
             });
@@ -294,13 +324,26 @@ impl Cluster {
 
     pub fn cut_pg(&self, t: Target) {
         for i in Self::targets(t) {
-            self.nodes[i].pg_proxy.cut();
+            self.nodes[i].pg_proxies.iter().for_each(FaultProxy::cut);
         }
     }
 
     pub fn restore_pg(&self, t: Target) {
         for i in Self::targets(t) {
-            self.nodes[i].pg_proxy.restore();
+            self.nodes[i]
+                .pg_proxies
+                .iter()
+                .for_each(FaultProxy::restore);
+        }
+    }
+
+    /// Points every broker's address `slot` at `upstream` (new connections;
+    /// open ones stay where they are).
+    pub fn retarget_pg(&self, slot: usize, upstream: SocketAddr) {
+        for n in &self.nodes {
+            if let Some(p) = n.pg_proxies.get(slot) {
+                p.retarget(upstream);
+            }
         }
     }
 

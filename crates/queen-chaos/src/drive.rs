@@ -13,9 +13,10 @@ use crate::check::Extra;
 use crate::cluster::Cluster;
 use crate::faults::{apply, dlq_total, spool_states};
 use crate::journal::Journal;
-use crate::pgserver::{DbTarget, PrivatePg};
+use crate::pgserver::{DbTarget, PgServers};
 use crate::rng::Rng;
 use crate::schedule::{Schedule, BROKERS};
+use crate::workload::stream::{self, StreamLog};
 use crate::workload::{ConsumerLog, Control, WorkloadConfig};
 use crate::{check, dbstate, journal, schedule, workload};
 use crate::{group_names, Cli, DRAIN_STALL, LEASE_SECS, MAX_BATCH, RETRY_LIMIT, STEP_LIMIT};
@@ -31,7 +32,7 @@ pub(crate) async fn drive(
     plan: &Schedule,
     cluster: &mut Cluster,
     db: &DbTarget,
-    pg: Option<&PrivatePg>,
+    mut pg: Option<&mut PgServers>,
     drain_timeout: Duration,
     t0: Instant,
 ) -> Result<(check::Report, String)> {
@@ -61,6 +62,8 @@ pub(crate) async fn drive(
         cfg.groups.len(),
         cfg.consumers_per_group,
     ));
+    let surface =
+        workload::surface::start(&http, &urls, &ctl, traffic_end, &mut rng.fork(3)).await?;
     let producers: Vec<JoinHandle<Vec<journal::PushEvent>>> = (0..cfg.producers)
         .map(|i| {
             tokio::spawn(workload::producer(
@@ -86,8 +89,26 @@ pub(crate) async fn drive(
         }
     }
 
+    let streams: Vec<JoinHandle<StreamLog>> = (0..cli.stream_workers)
+        .map(|w| {
+            tokio::spawn(stream::stream_worker(
+                w,
+                cfg.queue.clone(),
+                cfg.lease_secs,
+                urls.clone(),
+                ctl.clone(),
+                rng.fork(5000 + w as u64),
+            ))
+        })
+        .collect();
+    // groups the drain waits for: the consumers' and the stream query's
+    let mut drain_groups = cfg.groups.clone();
+    if cli.stream_workers > 0 {
+        drain_groups.push(stream::group());
+    }
+
     // the fault schedule; `admin` is a direct connection for terminate-pg
-    let admin = db.client().await?;
+    let mut admin = db.client().await?;
     let mut next_progress = traffic_start + Duration::from_secs(10);
     for step in &plan.steps {
         let at = traffic_start + step.at;
@@ -100,7 +121,14 @@ pub(crate) async fn drive(
             }
         }
         println!("[{:>7.2}s] {}", t0.elapsed().as_secs_f64(), step.action);
-        let step_run = apply(cluster, &ctl, &admin, &db.name, pg, step.action);
+        let step_run = apply(
+            cluster,
+            &ctl,
+            &mut admin,
+            &db.name,
+            pg.as_deref_mut(),
+            step.action,
+        );
         if tokio::time::timeout(STEP_LIMIT, step_run).await.is_err() {
             println!("  step abandoned after {STEP_LIMIT:?}");
         }
@@ -135,7 +163,9 @@ pub(crate) async fn drive(
         cluster.wait_healthy(i, Duration::from_secs(60)).await?;
     }
     ctl.drain_mode.store(true, Ordering::Release);
-    let client = db.client().await?;
+    // after a failover the tables are on another server
+    let current = pg.as_deref().map_or_else(|| db.clone(), PgServers::target);
+    let client = current.client().await?;
     let drain_deadline = Instant::now() + drain_timeout;
     let mut quiet_rounds = 0;
     let mut drain_timed_out = false;
@@ -147,7 +177,7 @@ pub(crate) async fn drive(
             .iter()
             .map(|s| s.pending.unwrap_or(u64::MAX / 8))
             .sum();
-        let (quiet, cursors) = dbstate::drain_state(&client, &cfg.queue, &cfg.groups).await?;
+        let (quiet, cursors) = dbstate::drain_state(&client, &cfg.queue, &drain_groups).await?;
         let quiet = quiet && pending == 0;
         quiet_rounds = if quiet { quiet_rounds + 1 } else { 0 };
         // quiet twice, a second apart: no spool replay or redelivery still under way
@@ -186,6 +216,14 @@ pub(crate) async fn drive(
             Err(_) => bail!("a consumer did not stop within 60 s"),
         }
     }
+    let mut stream_log = StreamLog::default();
+    for s in streams {
+        match tokio::time::timeout(Duration::from_secs(60), s).await {
+            Ok(Ok(log)) => stream_log.absorb(log),
+            Ok(Err(e)) => bail!("a stream worker task failed: {e}"),
+            Err(_) => bail!("a stream worker did not stop within 60 s"),
+        }
+    }
     // a last look: spools, the DLQ through the API, exits, then the tables
     let spools = spool_states(&http, &urls).await;
     let mut dlq_api_totals = Vec::new();
@@ -201,6 +239,25 @@ pub(crate) async fn drive(
         dlq_api_totals,
     };
     let mut report = check::check(&journal, &state, &cfg.groups, RETRY_LIMIT as i32, &extra);
+    if let Some(pg) = pg.as_deref() {
+        report.lines.extend(crate::pgserver::measure(
+            &pg.failovers,
+            &journal,
+            cfg.groups.len(),
+        ));
+    }
+    if cli.stream_workers > 0 {
+        let fin = check::streams::StreamFinal {
+            state: stream::read_state(&client).await?,
+            sink: dbstate::snapshot(&client, stream::SINK).await?,
+        };
+        check::streams::check_streams(&mut report, &stream_log.cycles, &state, &fin);
+        report.lines.push(stream_log.describe(cli.stream_workers));
+        std::fs::write(cluster.work_dir().join("streams.tsv"), stream_log.dump())?;
+    }
+    surface
+        .finish(&client, t0, cluster.work_dir(), &mut report)
+        .await?;
     std::fs::write(
         cluster.work_dir().join("journal.tsv"),
         journal.dump(&cfg.groups),

@@ -8,16 +8,16 @@ use serde_json::Value;
 
 use crate::check::SpoolState;
 use crate::cluster::Cluster;
-use crate::pgserver::PrivatePg;
+use crate::pgserver::{Loss, PgServers};
 use crate::schedule::Action;
 use crate::workload::Control;
 
 pub(crate) async fn apply(
     cluster: &mut Cluster,
     ctl: &Control,
-    admin: &tokio_postgres::Client,
+    admin: &mut tokio_postgres::Client,
     db_name: &str,
-    pg: Option<&PrivatePg>,
+    pg: Option<&mut PgServers>,
     action: Action,
 ) {
     match action {
@@ -27,6 +27,35 @@ pub(crate) async fn apply(
                 Err(e) => println!("  restart-pg failed: {e:#}"),
             },
             None => println!("  restart-pg needs --private-pg; skipped"),
+        },
+        Action::KillPrimary | Action::FreezePrimary => {
+            let loss = if action == Action::KillPrimary {
+                Loss::Killed
+            } else {
+                Loss::Frozen
+            };
+            match pg.map(|pg| pg.lose_primary(loss)) {
+                Some(Ok(())) => println!("  primary {loss:?}"),
+                Some(Err(e)) => println!("  {action} failed: {e:#}"),
+                None => println!("  {action} needs --standby; skipped"),
+            }
+        }
+        Action::Promote => match pg {
+            Some(pg) => match pg.promote(|slot, a| cluster.retarget_pg(slot, a)).await {
+                Ok((promoted, standby)) => {
+                    println!(
+                        "  standby promoted in {:.2}s; a new synchronous standby streams {:.2}s after the promote began",
+                        promoted.as_secs_f64(),
+                        standby.as_secs_f64()
+                    );
+                    match pg.target().client().await {
+                        Ok(c) => *admin = c,
+                        Err(e) => println!("  no admin connection to the new primary: {e:#}"),
+                    }
+                }
+                Err(e) => println!("  promote failed: {e:#}"),
+            },
+            None => println!("  promote needs --standby; skipped"),
         },
         Action::TamperSkip => tamper(admin, 1).await,
         Action::TamperRewind => tamper(admin, -2).await,

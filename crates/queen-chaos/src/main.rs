@@ -27,9 +27,9 @@ use queen_testkit::TestDb;
 use tokio::time::Instant;
 
 use crate::cluster::{BrokerSpec, Cluster};
-use crate::pgserver::{DbTarget, PrivatePg};
+use crate::pgserver::{DbTarget, PgServers};
 use crate::rng::Rng;
-use crate::schedule::Schedule;
+use crate::schedule::{PgMode, Schedule};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -66,6 +66,9 @@ struct Cli {
     /// Consumers per group.
     #[arg(long, default_value_t = 3)]
     consumers: usize,
+    /// Stream workers of the keyed-count query over the queue (0: none).
+    #[arg(long, default_value_t = 3)]
+    stream_workers: usize,
     /// Target messages per second over all producers.
     #[arg(long, default_value_t = 120.0)]
     rate: f64,
@@ -92,6 +95,11 @@ struct Cli {
     /// `postgres` when run as root), so schedules can restart it (`restart-pg`).
     #[arg(long)]
     private_pg: bool,
+    /// With --private-pg (implied): a synchronous streaming standby too, the
+    /// brokers given both in one DATABASE_URL, so schedules can kill or
+    /// freeze the primary and promote the standby.
+    #[arg(long)]
+    standby: bool,
 }
 
 /// Lease of the test queue in seconds: short, so expiries happen often.
@@ -162,6 +170,13 @@ async fn run(cli: Cli) -> Result<bool> {
     if cli.groups == 0 || cli.consumers == 0 || cli.producers == 0 || cli.partitions == 0 {
         bail!("--groups, --consumers, --producers and --partitions must be at least 1");
     }
+    let pg_mode = if cli.standby {
+        PgMode::Standby
+    } else if cli.private_pg {
+        PgMode::Private
+    } else {
+        PgMode::Shared
+    };
     let duration = schedule::parse_duration(&cli.duration)?;
     let drain_timeout = schedule::parse_duration(&cli.drain_timeout)?;
     let plan = match &cli.schedule {
@@ -169,13 +184,15 @@ async fn run(cli: Cli) -> Result<bool> {
             &std::fs::read_to_string(path).with_context(|| format!("read {}", path.display()))?,
         )
         .with_context(|| format!("schedule {}", path.display()))?,
-        None if duration <= Duration::from_secs(120) && !cli.random => schedule::short(duration)?,
+        None if duration <= Duration::from_secs(120) && !cli.random => {
+            schedule::short(duration, pg_mode)?
+        }
         None => schedule::random(
             duration,
             &mut rng.fork(1),
             cli.groups,
             cli.consumers,
-            cli.private_pg,
+            pg_mode,
         ),
     };
     let bin = match cli.broker_bin.clone() {
@@ -205,7 +222,7 @@ async fn run(cli: Cli) -> Result<bool> {
     );
     println!("queen-chaos: work directory {}", work_dir.display());
 
-    if !cli.private_pg
+    if pg_mode == PgMode::Shared
         && plan
             .steps
             .iter()
@@ -213,16 +230,15 @@ async fn run(cli: Cli) -> Result<bool> {
     {
         bail!("the schedule restarts PostgreSQL: that needs --private-pg");
     }
-    let (test_db, private, db) = if cli.private_pg {
-        let pg = PrivatePg::start(&work_dir)
+    if pg_mode != PgMode::Standby && plan.needs_standby() {
+        bail!("the schedule fails over to a standby: that needs --standby");
+    }
+    let (test_db, mut private, db) = if pg_mode != PgMode::Shared {
+        let pg = PgServers::start("queen_chaos", pg_mode == PgMode::Standby, t0)
             .await
             .context("start a private PostgreSQL")?;
-        let target = pg.create_db("queen_chaos").await?;
-        println!(
-            "queen-chaos: private PostgreSQL on port {} ({})",
-            pg.port,
-            pg.data.display()
-        );
+        println!("queen-chaos: {}", pg.describe());
+        let target = pg.target();
         (None, Some(pg), target)
     } else {
         let t = TestDb::new().await.context("create the test database")?;
@@ -243,12 +259,14 @@ async fn run(cli: Cli) -> Result<bool> {
         &bin,
         &work_dir,
         &db,
-        private.as_ref(),
+        private.as_mut(),
         drain_timeout,
         t0,
     )
     .await;
-    // the private server lives in the work directory: stop it first
+    if let Some(pg) = &private {
+        pg.save_logs(&work_dir);
+    }
     drop(private);
     let clean = match outcome {
         Ok(clean) => clean,
@@ -294,7 +312,7 @@ async fn run_on(
     bin: &std::path::Path,
     work_dir: &std::path::Path,
     db: &DbTarget,
-    pg: Option<&PrivatePg>,
+    pg: Option<&mut PgServers>,
     drain_timeout: Duration,
     t0: Instant,
 ) -> Result<bool> {
@@ -304,7 +322,16 @@ async fn run_on(
         pool_size: cli.pool_size,
         log_level: cli.broker_log_level.clone(),
     };
-    let mut cluster = Cluster::start(spec, db, t0).await?;
+    let upstreams = match &pg {
+        Some(pg) => pg.upstreams(),
+        None => vec![std::net::SocketAddr::new(
+            db.host
+                .parse()
+                .with_context(|| format!("PostgreSQL host {:?} must be an IP address", db.host))?,
+            db.port,
+        )],
+    };
+    let mut cluster = Cluster::start(spec, db, &upstreams, t0).await?;
     println!(
         "queen-chaos: 3 brokers up and meshed after {:.1}s",
         t0.elapsed().as_secs_f64()

@@ -1,27 +1,27 @@
-//! A private PostgreSQL server for `--private-pg`, so the schedule can restart
-//! PostgreSQL itself (`restart-pg`: an immediate shutdown, i.e. a crash, then
-//! crash recovery). It lives in the work directory on a free loopback port,
-//! runs as user `postgres` when the harness runs as root, and is stopped and
-//! deleted on drop.
+//! The private PostgreSQL of `--private-pg` (a [`PrivatePg`] of the testkit,
+//! so schedules can crash and restart it: `restart-pg`) and, with
+//! `--standby`, a synchronous streaming standby next to it, so schedules can
+//! lose the primary (`kill-primary`, `freeze-primary`) and `promote` the
+//! standby. After a promotion a fresh synchronous standby is cloned from the
+//! new primary, so a later step can fail over again.
+//!
+//! The brokers reach the servers through two address slots (one fault proxy
+//! per broker and slot): slot 0 starts on the primary, slot 1 on the standby.
+//! When a new standby is built, the slot of the lost primary is pointed at it,
+//! like a host name that now resolves to the rebuilt machine; connections
+//! still open to the lost primary stay with it (a frozen one never answers).
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::net::SocketAddr;
+use std::path::Path;
 use std::time::Duration;
 
+use std::collections::HashMap;
+
 use anyhow::{bail, Context as _, Result};
-use tokio::process::Command;
+use queen_testkit::PrivatePg;
+use tokio::time::Instant;
 
-/// Where Debian and Ubuntu put the server binaries, newest version first.
-const PG_LIB: &str = "/usr/lib/postgresql";
-
-#[derive(Debug)]
-pub struct PrivatePg {
-    bin: PathBuf,
-    pub data: PathBuf,
-    pub port: u16,
-    /// `runuser -u postgres --` when running as root (PostgreSQL refuses root).
-    as_postgres: bool,
-}
+use crate::journal::{Journal, Told};
 
 /// A database to point the brokers and the checker at.
 #[derive(Debug, Clone)]
@@ -35,7 +35,7 @@ pub struct DbTarget {
 impl DbTarget {
     pub async fn client(&self) -> Result<tokio_postgres::Client> {
         let conn = format!(
-            "host={} port={} user={} dbname={}",
+            "host={} port={} user={} dbname={} connect_timeout=10",
             self.host, self.port, self.user, self.name
         );
         let (client, connection) = tokio_postgres::connect(&conn, tokio_postgres::NoTls)
@@ -48,204 +48,269 @@ impl DbTarget {
     }
 }
 
-fn find_bin() -> Result<PathBuf> {
-    let mut versions: Vec<(u32, PathBuf)> = std::fs::read_dir(PG_LIB)
-        .with_context(|| format!("look for PostgreSQL server binaries in {PG_LIB}"))?
-        .flatten()
-        .filter_map(|e| {
-            let v: u32 = e.file_name().to_str()?.parse().ok()?;
-            let bin = e.path().join("bin");
-            bin.join("initdb").is_file().then_some((v, bin))
+/// How the primary was lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Loss {
+    Killed,
+    Frozen,
+}
+
+/// One failover as it happened, times since the run started.
+#[derive(Debug, Clone)]
+pub struct Failover {
+    pub loss: Loss,
+    pub lost_at: Duration,
+    pub promoted_at: Option<Duration>,
+    /// The new standby streamed in sync (the next failover is safe from then on).
+    pub standby_at: Option<Duration>,
+}
+
+/// The private server(s) of a run.
+#[derive(Debug)]
+pub struct PgServers {
+    /// The server behind each address slot (slot 1 only with a standby).
+    slots: Vec<PrivatePg>,
+    /// Slot of the current primary.
+    primary: usize,
+    /// The primary is lost and the standby not promoted yet.
+    lost: Option<Loss>,
+    /// Lost primaries, kept (dead or frozen) until the end of the run.
+    retired: Vec<PrivatePg>,
+    db_name: String,
+    t0: Instant,
+    pub failovers: Vec<Failover>,
+}
+
+fn addr(pg: &PrivatePg) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], pg.port))
+}
+
+impl PgServers {
+    /// Starts a primary with database `db_name` and, with `standby`, a
+    /// synchronous standby cloned from it.
+    pub async fn start(db_name: &str, standby: bool, t0: Instant) -> Result<Self> {
+        let primary = PrivatePg::primary().await.context("start the primary")?;
+        primary.create_db(db_name).await?;
+        let mut slots = vec![primary];
+        if standby {
+            let s = slots[0]
+                .sync_standby()
+                .await
+                .context("clone a synchronous standby")?;
+            slots.push(s);
+        }
+        Ok(Self {
+            slots,
+            primary: 0,
+            lost: None,
+            retired: Vec::new(),
+            db_name: db_name.to_owned(),
+            t0,
+            failovers: Vec::new(),
         })
-        .collect();
-    versions.sort();
-    versions
-        .pop()
-        .map(|(_, b)| b)
-        .with_context(|| format!("no initdb under {PG_LIB}/*/bin"))
-}
-
-fn is_root() -> bool {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-        .unwrap_or(false)
-}
-
-impl PrivatePg {
-    fn command(&self, tool: &str) -> Command {
-        let exe = self.bin.join(tool);
-        let mut c = if self.as_postgres {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(exe);
-            c
-        } else {
-            Command::new(exe)
-        };
-        c.stdin(Stdio::null()).kill_on_drop(true);
-        c
     }
 
-    /// Runs a tool with its output in `tools.log` in the data directory's
-    /// parent (a postmaster started by `pg_ctl` would otherwise hold a pipe).
-    async fn run(&self, tool: &str, args: &[&str], limit: Duration) -> Result<()> {
-        let log_path = self
-            .data
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("pg-tools.log");
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log_path)?;
-        let status = tokio::time::timeout(
-            limit,
-            self.command(tool)
-                .args(args)
-                .stdout(Stdio::from(log.try_clone()?))
-                .stderr(Stdio::from(log))
-                .status(),
-        )
-        .await
-        .with_context(|| format!("{tool} did not finish within {limit:?}"))?
-        .with_context(|| format!("run {tool}"))?;
-        if !status.success() {
-            bail!("{tool} failed ({status}); see {}", log_path.display());
+    /// The address of each slot, primary first at the start.
+    pub fn upstreams(&self) -> Vec<SocketAddr> {
+        self.slots.iter().map(addr).collect()
+    }
+
+    pub fn describe(&self) -> String {
+        let mut s = format!("private PostgreSQL primary on port {}", self.slots[0].port);
+        if let Some(st) = self.slots.get(1) {
+            s.push_str(&format!(", synchronous standby on port {}", st.port));
         }
+        s
+    }
+
+    /// The current primary's database, for the checker's own connections.
+    pub fn target(&self) -> DbTarget {
+        DbTarget {
+            host: "127.0.0.1".into(),
+            port: self.slots[self.primary].port,
+            user: "postgres".into(),
+            name: self.db_name.clone(),
+        }
+    }
+
+    /// Crashes and restarts the current primary (`restart-pg`).
+    pub async fn restart(&self) -> Result<()> {
+        if self.lost.is_some() {
+            bail!("the primary is lost and not replaced yet");
+        }
+        self.slots[self.primary].restart().await
+    }
+
+    /// `kill -9` or `SIGSTOP` of the primary's postmaster and backends.
+    pub fn lose_primary(&mut self, loss: Loss) -> Result<()> {
+        if self.slots.len() < 2 {
+            bail!("losing the primary needs --standby");
+        }
+        if self.lost.is_some() {
+            bail!("the primary is already lost");
+        }
+        let pg = &self.slots[self.primary];
+        match loss {
+            Loss::Killed => pg.kill()?,
+            Loss::Frozen => pg.freeze()?,
+        }
+        self.lost = Some(loss);
+        self.failovers.push(Failover {
+            loss,
+            lost_at: self.t0.elapsed(),
+            promoted_at: None,
+            standby_at: None,
+        });
         Ok(())
     }
 
-    fn server_log(&self) -> String {
-        self.data
-            .parent()
-            .unwrap_or(Path::new("."))
-            .join("pg-server.log")
-            .display()
-            .to_string()
-    }
-
-    /// Creates and starts a new cluster in `work_dir/pgdata` on a free port.
-    pub async fn start(work_dir: &Path) -> Result<Self> {
-        let bin = find_bin()?;
-        let data = work_dir.join("pgdata");
-        std::fs::create_dir_all(&data)?;
-        // the server writes its log as the user it runs as
-        let server_log = work_dir.join("pg-server.log");
-        std::fs::write(&server_log, b"")?;
-        let as_postgres = is_root();
-        if as_postgres {
-            let ok = std::process::Command::new("chown")
-                .args(["-R", "postgres:postgres"])
-                .arg(&data)
-                .arg(&server_log)
-                .status()
-                .map(|s| s.success())
-                .unwrap_or(false);
-            if !ok {
-                bail!("cannot give {} to user postgres", data.display());
-            }
+    /// Promotes the standby, then clones a new synchronous standby from it.
+    /// `retarget(slot, addr)` points the brokers' slot at the new standby.
+    /// Returns how long the promotion and the new standby took.
+    pub async fn promote(
+        &mut self,
+        retarget: impl FnOnce(usize, SocketAddr),
+    ) -> Result<(Duration, Duration)> {
+        if self.lost.take().is_none() {
+            bail!("promote without a lost primary would leave two primaries");
         }
-        let port = queen_testkit::free_port()?;
-        let pg = Self {
-            bin,
-            data,
-            port,
-            as_postgres,
-        };
-        let d = pg.data.display().to_string();
-        pg.run(
-            "initdb",
-            &[
-                "-D",
-                &d,
-                "-U",
-                "postgres",
-                "-A",
-                "trust",
-                "--no-sync",
-                "-E",
-                "UTF8",
-            ],
-            Duration::from_secs(120),
-        )
-        .await?;
-        let opts = format!(
-            "-p {port} -c listen_addresses=127.0.0.1 -k {d} -c max_connections=60 -c shared_buffers=32MB"
-        );
-        let log = pg.server_log();
-        pg.run(
-            "pg_ctl",
-            &["-D", &d, "-l", &log, "-o", &opts, "-w", "-t", "60", "start"],
-            Duration::from_secs(90),
-        )
-        .await?;
-        Ok(pg)
-    }
-
-    /// Creates database `name` and returns how to reach it.
-    pub async fn create_db(&self, name: &str) -> Result<DbTarget> {
-        let admin = DbTarget {
-            host: "127.0.0.1".into(),
-            port: self.port,
-            user: "postgres".into(),
-            name: "postgres".into(),
-        };
-        admin
-            .client()
-            .await?
-            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+        let old = self.primary;
+        let new = 1 - old;
+        let started = Instant::now();
+        self.slots[new].promote().await.context("promote")?;
+        let promoted = started.elapsed();
+        self.primary = new;
+        if let Some(f) = self.failovers.last_mut() {
+            f.promoted_at = Some(self.t0.elapsed());
+        }
+        let standby = self.slots[new]
+            .sync_standby()
             .await
-            .context("create the database")?;
-        Ok(DbTarget {
-            name: name.to_owned(),
-            ..admin
-        })
+            .context("clone a new synchronous standby from the new primary")?;
+        retarget(old, addr(&standby));
+        let lost = std::mem::replace(&mut self.slots[old], standby);
+        self.retired.push(lost);
+        if let Some(f) = self.failovers.last_mut() {
+            f.standby_at = Some(self.t0.elapsed());
+        }
+        Ok((promoted, started.elapsed()))
     }
 
-    /// Crashes PostgreSQL (immediate shutdown: no checkpoint, every session
-    /// cut) and starts it again; returns once it accepts connections.
-    pub async fn restart(&self) -> Result<()> {
-        let d = self.data.display().to_string();
-        let log = self.server_log();
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                &d,
-                "-l",
-                &log,
-                "-m",
-                "immediate",
-                "-w",
-                "-t",
-                "60",
-                "restart",
-            ],
-            Duration::from_secs(90),
-        )
-        .await
+    /// Writes every server's log into `dir` (`pg-<port>.log`).
+    pub fn save_logs(&self, dir: &Path) {
+        for pg in self.slots.iter().chain(&self.retired) {
+            let _ = std::fs::write(dir.join(format!("pg-{}.log", pg.port)), pg.log());
+        }
     }
 }
 
-impl Drop for PrivatePg {
-    fn drop(&mut self) {
-        let exe = self.bin.join("pg_ctl");
-        let mut c = if self.as_postgres {
-            let mut c = std::process::Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(exe);
-            c
-        } else {
-            std::process::Command::new(exe)
-        };
-        let _ = c
-            .arg("-D")
-            .arg(&self.data)
-            .args(["-m", "immediate", "-w", "-t", "30", "stop"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-        let _ = std::fs::remove_dir_all(&self.data);
+/// What the clients saw around each failover, from the journal (times in µs
+/// since the run started): from the loss until the first push sent after it
+/// was stored directly (`queued`), how many pushes were answered `buffered`
+/// or not at all, the slowest answer, and when the last buffered one reached
+/// every group.
+pub fn measure(failovers: &[Failover], journal: &Journal, groups: usize) -> Vec<String> {
+    let pushes: Vec<_> = journal.pushes.iter().flatten().collect();
+    // first delivery of each (partition, txid) per group
+    let mut first: HashMap<(&str, &str, usize), u64> = HashMap::new();
+    for p in &journal.pops {
+        for m in &p.messages {
+            let e = first
+                .entry((m.partition.as_str(), m.txid.as_str(), p.group))
+                .or_insert(p.t_end);
+            *e = (*e).min(p.t_end);
+        }
     }
+    let all_groups = |partition: &str, txid: &str| {
+        (0..groups)
+            .map(|g| {
+                first
+                    .get(&(partition, txid, g))
+                    .copied()
+                    .unwrap_or(u64::MAX)
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    let us = |d: Duration| d.as_micros() as u64;
+    let secs = |us: u64| us as f64 / 1e6;
+    let mut lines = Vec::new();
+    for (n, f) in failovers.iter().enumerate() {
+        let lost = us(f.lost_at);
+        let until = failovers.get(n + 1).map_or(u64::MAX, |g| us(g.lost_at));
+        let back = pushes
+            .iter()
+            .filter(|p| matches!(p.told, Told::Queued { .. }) && p.t_sent >= lost)
+            .map(|p| p.t_done)
+            .filter(|t| *t < until)
+            .min();
+        let end = back.unwrap_or(until);
+        let window: Vec<_> = pushes
+            .iter()
+            .filter(|p| p.t_done >= lost && p.t_done <= end)
+            .collect();
+        let buffered: Vec<_> = window.iter().filter(|p| p.told == Told::Buffered).collect();
+        let unanswered = window
+            .iter()
+            .filter(|p| matches!(p.told, Told::NoAnswer(_)))
+            .count();
+        let slowest = window
+            .iter()
+            .map(|p| p.t_done.saturating_sub(p.t_sent))
+            .max()
+            .unwrap_or(0);
+        // when each buffered push had reached every group, sorted
+        let mut reached: Vec<u64> = buffered
+            .iter()
+            .map(|p| all_groups(&p.partition, &p.txid))
+            .collect();
+        reached.sort_unstable();
+        // and how long after its own `buffered` answer (to compare with any push)
+        let mut own: Vec<u64> = buffered
+            .iter()
+            .map(|p| all_groups(&p.partition, &p.txid).saturating_sub(p.t_done))
+            .collect();
+        own.sort_unstable();
+        let promoted = f.promoted_at.map(us);
+        let after = |t: Option<u64>, from: Option<u64>| match (t, from) {
+            (Some(t), Some(from)) if t != u64::MAX => format!("{:.2}s", secs(t) - secs(from)),
+            _ => "never".to_owned(),
+        };
+        lines.push(format!(
+            "failover {}: primary {:?} at {:.2}s, promoted {} later, new standby in sync {} after the loss; \
+             {} pushes buffered and {} unanswered until the first direct push {} after the loss; \
+             slowest push answer {:.2}s; the buffered pushes reached every group, half {} and all {} after the promotion \
+             (half {} after their own answer)",
+            n + 1,
+            f.loss,
+            secs(lost),
+            after(promoted, Some(lost)),
+            after(f.standby_at.map(us), Some(lost)),
+            buffered.len(),
+            unanswered,
+            after(back, Some(lost)),
+            secs(slowest),
+            after(reached.get(reached.len() / 2).copied(), promoted),
+            after(reached.last().copied(), promoted),
+            own.get(own.len() / 2)
+                .filter(|l| **l < u64::MAX / 2)
+                .map_or_else(|| "never".to_owned(), |l| format!("{:.2}s", secs(*l))),
+        ));
+    }
+    // for comparison: how long any push took from its answer to every group
+    let mut lag: Vec<u64> = pushes
+        .iter()
+        .filter(|p| p.told == Told::Buffered || matches!(p.told, Told::Queued { .. }))
+        .map(|p| all_groups(&p.partition, &p.txid).saturating_sub(p.t_done))
+        .filter(|l| *l < u64::MAX / 2)
+        .collect();
+    lag.sort_unstable();
+    if !failovers.is_empty() && !lag.is_empty() {
+        lines.push(format!(
+            "for comparison, any push answered queued or buffered in this run reached every group half {:.2}s and 99 % {:.2}s after its answer",
+            secs(lag[lag.len() / 2]),
+            secs(lag[lag.len() * 99 / 100]),
+        ));
+    }
+    lines
 }

@@ -16,7 +16,15 @@
 //! at 20s terminate-pg       # pg_terminate_backend on every session of the database
 //! at 22s maintenance push on # every push goes to the spools until `maintenance push off`
 //! at 25s restart-pg         # crash and restart the private PostgreSQL (--private-pg)
+//! at 30s kill-primary       # kill -9 the primary (--standby) ...
+//! at 31s promote            # ... promote the standby, clone a new standby from it
+//! at 40s freeze-primary     # SIGSTOP the primary, left frozen until the end
+//! at 41s promote
 //! ```
+//!
+//! A `promote` follows each `kill-primary` or `freeze-primary`, and another
+//! loss only comes after it: promoting a standby while the primary still
+//! takes writes would leave two primaries.
 //!
 //! `tamper-skip` and `tamper-rewind` break the data behind the brokers' backs;
 //! they exist to prove the checker catches a broken broker (see
@@ -26,8 +34,6 @@ use std::fmt;
 use std::time::Duration;
 
 use anyhow::{bail, Context as _, Result};
-
-use crate::rng::Rng;
 
 /// Number of brokers the harness runs.
 pub const BROKERS: usize = 3;
@@ -60,6 +66,14 @@ pub enum Action {
     /// Crashes the private PostgreSQL server (immediate shutdown) and starts
     /// it again (`--private-pg` only).
     RestartPg,
+    /// `kill -9` of the primary's postmaster and backends (`--standby` only).
+    KillPrimary,
+    /// `SIGSTOP` of the primary's postmaster and backends, never thawed:
+    /// connections stay open and never answer (`--standby` only).
+    FreezePrimary,
+    /// `pg_ctl promote` of the standby after a lost primary, then a new
+    /// synchronous standby cloned from the new primary.
+    Promote,
     /// Push (spool every push) or pop (answer every pop empty) maintenance
     /// mode, switched through one broker; the others learn it by hint or by
     /// their reconcile loop.
@@ -145,6 +159,9 @@ impl fmt::Display for Action {
             }
             Action::TerminatePg => f.write_str("terminate-pg"),
             Action::RestartPg => f.write_str("restart-pg"),
+            Action::KillPrimary => f.write_str("kill-primary"),
+            Action::FreezePrimary => f.write_str("freeze-primary"),
+            Action::Promote => f.write_str("promote"),
             Action::Maintenance { pop, on } => write!(
                 f,
                 "maintenance {} {}",
@@ -195,6 +212,9 @@ fn parse_action(words: &[&str]) -> Result<Action> {
         ["restore-mesh"] => Action::RestoreMesh,
         ["terminate-pg"] => Action::TerminatePg,
         ["restart-pg"] => Action::RestartPg,
+        ["kill-primary"] => Action::KillPrimary,
+        ["freeze-primary"] => Action::FreezePrimary,
+        ["promote"] => Action::Promote,
         ["maintenance", kind, state] => Action::Maintenance {
             pop: match *kind {
                 "push" => false,
@@ -247,20 +267,73 @@ impl Schedule {
             bail!("a step at {last:?} lies past the duration {duration:?}");
         }
         steps.sort_by_key(|s| s.at);
-        Ok(Self { duration, steps })
+        let plan = Self { duration, steps };
+        plan.check_failovers()?;
+        Ok(plan)
     }
 
-    /// The same steps spread over `duration` (times scaled proportionally).
+    /// True for the steps that lose the primary.
+    pub fn loses_primary(a: Action) -> bool {
+        matches!(a, Action::KillPrimary | Action::FreezePrimary)
+    }
+
+    /// True when a step needs a standby (`--standby`).
+    pub fn needs_standby(&self) -> bool {
+        self.steps
+            .iter()
+            .any(|s| Self::loses_primary(s.action) || s.action == Action::Promote)
+    }
+
+    /// Every loss of the primary is followed by one `promote` before the
+    /// next loss, and nothing is promoted with the primary still there.
+    fn check_failovers(&self) -> Result<()> {
+        let mut lost: Option<Duration> = None;
+        for s in &self.steps {
+            match (s.action, lost) {
+                (a, Some(at)) if Self::loses_primary(a) => {
+                    bail!(
+                        "{a} at {at:?} and again at {:?} without a promote between",
+                        s.at
+                    )
+                }
+                (a, None) if Self::loses_primary(a) => lost = Some(s.at),
+                (Action::Promote, None) => bail!(
+                    "promote at {:?} with the primary still there (two primaries)",
+                    s.at
+                ),
+                (Action::Promote, Some(_)) => lost = None,
+                _ => {}
+            }
+        }
+        if let Some(at) = lost {
+            bail!("the primary lost at {at:?} is never replaced: a `promote` must follow");
+        }
+        Ok(())
+    }
+
+    /// The same steps spread over `duration` (times scaled proportionally),
+    /// except that a `promote` keeps its distance to the loss before it (the
+    /// time a failover tool takes does not scale with the run).
     pub fn scaled(&self, duration: Duration) -> Self {
         let k = duration.as_secs_f64() / self.duration.as_secs_f64().max(0.001);
-        let steps = self
+        let mut loss: Option<(Duration, Duration)> = None;
+        let mut steps = self
             .steps
             .iter()
-            .map(|s| Step {
-                at: Duration::from_millis((s.at.as_millis() as f64 * k).round() as u64),
-                action: s.action,
+            .map(|s| {
+                let mut at = Duration::from_millis((s.at.as_millis() as f64 * k).round() as u64);
+                if Self::loses_primary(s.action) {
+                    loss = Some((s.at, at));
+                } else if let (Action::Promote, Some((orig, scaled))) = (s.action, loss) {
+                    at = (scaled + s.at.saturating_sub(orig)).min(duration);
+                }
+                Step {
+                    at,
+                    action: s.action,
+                }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        steps.sort_by_key(|s| s.at);
         Self { duration, steps }
     }
 
@@ -269,12 +342,14 @@ impl Schedule {
         let count =
             |f: &dyn Fn(&Action) -> bool| self.steps.iter().filter(|s| f(&s.action)).count();
         format!(
-            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills or restarts, {} mesh cuts, {} maintenance switches, {} consumer pauses",
+            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills or restarts, {} primaries killed and {} frozen (then promoted), {} mesh cuts, {} maintenance switches, {} consumer pauses",
             self.steps.len(),
             count(&|a| matches!(a, Action::Kill(_))),
             count(&|a| matches!(a, Action::CutPg(Target::One(_)))),
             count(&|a| matches!(a, Action::CutPg(Target::All))),
             count(&|a| matches!(a, Action::TerminatePg | Action::RestartPg)),
+            count(&|a| matches!(a, Action::KillPrimary)),
+            count(&|a| matches!(a, Action::FreezePrimary)),
             count(&|a| matches!(a, Action::CutMesh)),
             count(&|a| matches!(a, Action::Maintenance { on: true, .. })),
             count(&|a| matches!(a, Action::PauseConsumer { .. })),
@@ -282,237 +357,8 @@ impl Schedule {
     }
 }
 
-/// The fixed short plan (CI): every kind of fault once or twice, written for
-/// 60 s and scaled to `duration`. The last few seconds are quiet.
-pub const SHORT_PLAN: &str = "\
-duration 60s
-at 3.6s cut-pg 0            # one broker spools, the others write directly
-at 9s restore-pg 0
-at 10.8s kill 1             # SIGKILL mid-traffic, down for 3 s
-at 13.8s restart 1
-at 16.2s cut-mesh           # hints lost: long polls fall back to re-checks
-at 18s pause-consumer 0 0   # a consumer holds a batch past its 2 s lease
-at 19s maintenance push on  # every push spooled; the others learn it by reconcile (mesh cut)
-at 21.5s maintenance push off
-at 24s restore-mesh
-at 25.8s cut-pg all         # every broker spools at once
-at 30s restore-pg all
-at 30.6s maintenance pop on # every pop answers empty for a second
-at 31.4s maintenance pop off
-at 31.8s cut-pg 2           # spool on broker 2, then SIGKILL it with records on disk
-at 34.2s kill 2
-at 36.6s restart 2          # starts without PostgreSQL, replays once the link is back
-at 37.2s pause-consumer 1 1
-at 39.6s restore-pg 2
-at 42s kill 0               # SIGKILL and immediate restart
-at 42.3s restart 0
-at 44.4s cut-mesh           # mesh cut and a kill together
-at 45s kill 1
-at 47.4s restart 1
-at 49.2s restore-mesh
-at 50.4s terminate-pg       # every PostgreSQL session of the database killed at once
-at 51.6s cut-pg 1           # spool on broker 1 ...
-at 54s restore-pg 1
-at 54.6s kill 1             # ... and SIGKILL it while it replays (its probe runs every 500 ms)
-at 55.5s restart 1
-";
-
-/// The short plan scaled to `duration`.
-pub fn short(duration: Duration) -> Result<Schedule> {
-    Ok(Schedule::parse(SHORT_PLAN)?.scaled(duration))
-}
-
-/// A random plan for long runs: fault episodes one after another with quiet
-/// gaps, plus consumer pauses at random moments, all inside 92 % of `duration`.
-pub fn random(
-    duration: Duration,
-    rng: &mut Rng,
-    groups: usize,
-    consumers: usize,
-    private_pg: bool,
-) -> Schedule {
-    let end = duration.mul_f64(0.92);
-    let ms = Duration::from_millis;
-    let mut steps = Vec::new();
-    let mut push = |at: Duration, action: Action| steps.push(Step { at, action });
-    let mut t = ms(2_000);
-    while t < end {
-        let b = rng.index(BROKERS);
-        let start = t;
-        t = match rng.below(100) {
-            // SIGKILL and restart after 0 to 4 s
-            0..=19 => {
-                push(t, Action::Kill(b));
-                let back = t + ms(rng.between(0, 4_000));
-                push(back, Action::Restart(b));
-                back
-            }
-            // one broker loses PostgreSQL for 1 to 8 s
-            20..=39 => {
-                push(t, Action::CutPg(Target::One(b)));
-                let back = t + ms(rng.between(1_000, 8_000));
-                push(back, Action::RestorePg(Target::One(b)));
-                back
-            }
-            // every broker loses PostgreSQL for 1 to 5 s
-            40..=51 => {
-                push(t, Action::CutPg(Target::All));
-                let back = t + ms(rng.between(1_000, 5_000));
-                push(back, Action::RestorePg(Target::All));
-                back
-            }
-            // the mesh is cut for 2 to 10 s
-            52..=63 => {
-                push(t, Action::CutMesh);
-                let back = t + ms(rng.between(2_000, 10_000));
-                push(back, Action::RestoreMesh);
-                back
-            }
-            // SIGKILL while spooling: records on disk survive the crash
-            64..=79 => {
-                push(t, Action::CutPg(Target::One(b)));
-                let kill = t + ms(rng.between(1_000, 3_000));
-                push(kill, Action::Kill(b));
-                let restart = kill + ms(rng.between(300, 2_000));
-                push(restart, Action::Restart(b));
-                let back = restart + ms(rng.between(0, 4_000));
-                push(back, Action::RestorePg(Target::One(b)));
-                back.max(restart)
-            }
-            // mesh cut with a broker killed under it
-            80..=87 => {
-                push(t, Action::CutMesh);
-                let kill = t + ms(rng.between(500, 2_000));
-                push(kill, Action::Kill(b));
-                let restart = kill + ms(rng.between(500, 3_000));
-                push(restart, Action::Restart(b));
-                let back = restart + ms(rng.between(500, 3_000));
-                push(back, Action::RestoreMesh);
-                back
-            }
-            // push maintenance: every broker spools, then replays
-            88..=89 => {
-                push(
-                    t,
-                    Action::Maintenance {
-                        pop: false,
-                        on: true,
-                    },
-                );
-                let back = t + ms(rng.between(1_000, 5_000));
-                push(
-                    back,
-                    Action::Maintenance {
-                        pop: false,
-                        on: false,
-                    },
-                );
-                back
-            }
-            // PostgreSQL drops every session, as on a restart; with a private
-            // server, half the time it really crashes and restarts
-            90..=92 => {
-                if private_pg && rng.chance(0.5) {
-                    push(t, Action::RestartPg);
-                    t + ms(3_000)
-                } else {
-                    push(t, Action::TerminatePg);
-                    t + ms(500)
-                }
-            }
-            // a flapping link: short cuts in quick succession
-            93..=95 => {
-                let mut at = t;
-                for _ in 0..rng.between(2, 5) {
-                    push(at, Action::CutPg(Target::One(b)));
-                    at += ms(rng.between(50, 400));
-                    push(at, Action::RestorePg(Target::One(b)));
-                    at += ms(rng.between(50, 600));
-                }
-                at
-            }
-            // spool, restore, and SIGKILL while the spool replays
-            96..=97 => {
-                push(t, Action::CutPg(Target::One(b)));
-                let back = t + ms(rng.between(1_000, 4_000));
-                push(back, Action::RestorePg(Target::One(b)));
-                let kill = back + ms(rng.between(300, 1_200));
-                push(kill, Action::Kill(b));
-                let restart = kill + ms(rng.between(100, 1_500));
-                push(restart, Action::Restart(b));
-                restart
-            }
-            // every broker killed at once, restarted one by one
-            _ => {
-                for i in 0..BROKERS {
-                    push(t, Action::Kill(i));
-                }
-                let mut at = t + ms(rng.between(500, 3_000));
-                for i in 0..BROKERS {
-                    push(at, Action::Restart(i));
-                    at += ms(rng.between(0, 1_000));
-                }
-                at
-            }
-        };
-        t = t.max(start) + ms(rng.between(1_000, 6_000));
-    }
-    if groups > 0 && consumers > 0 {
-        let mut p = ms(rng.between(3_000, 15_000));
-        while p < end {
-            steps.push(Step {
-                at: p,
-                action: Action::PauseConsumer {
-                    group: rng.index(groups),
-                    consumer: rng.index(consumers),
-                },
-            });
-            p += ms(rng.between(5_000, 20_000));
-        }
-    }
-    steps.retain(|s| s.at <= duration);
-    steps.sort_by_key(|s| s.at);
-    Schedule { duration, steps }
-}
-
+mod plans;
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests;
 
-    #[test]
-    fn durations_parse_and_format_back() {
-        assert_eq!(parse_duration("60s").unwrap(), Duration::from_secs(60));
-        assert_eq!(parse_duration("30m").unwrap(), Duration::from_secs(1800));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("7").unwrap(), Duration::from_secs(7));
-        assert!(parse_duration("7y").is_err());
-        for d in ["3s", "1500ms", "0s"] {
-            assert_eq!(format_duration(parse_duration(d).unwrap()), d);
-        }
-    }
-
-    #[test]
-    fn short_plan_round_trips() {
-        let s = short(Duration::from_secs(60)).unwrap();
-        assert!(s.steps.len() > 10);
-        assert_eq!(Schedule::parse(&s.to_string()).unwrap(), s);
-        let half = short(Duration::from_secs(30)).unwrap();
-        assert_eq!(half.steps[0].at, Duration::from_millis(1800));
-    }
-
-    #[test]
-    fn random_plan_stays_inside_and_round_trips() {
-        let d = Duration::from_secs(600);
-        let s = random(d, &mut Rng::new(3), 2, 3, true);
-        assert!(s.steps.iter().all(|st| st.at <= d));
-        assert!(s.steps.windows(2).all(|w| w[0].at <= w[1].at));
-        assert_eq!(Schedule::parse(&s.to_string()).unwrap(), s);
-    }
-
-    #[test]
-    fn bad_lines_name_their_line() {
-        let e = Schedule::parse("at 1s kill 7").unwrap_err();
-        assert!(format!("{e:#}").contains("line 1"), "{e:#}");
-    }
-}
+pub use plans::{random, short, PgMode};

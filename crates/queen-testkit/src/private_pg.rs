@@ -7,7 +7,6 @@
 //! `/usr/lib/postgresql/<v>/bin`, else `pg_config --bindir`. PostgreSQL
 //! refuses to run as root: run as root, the server runs as user `postgres`.
 
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -82,13 +81,14 @@ impl PrivatePg {
                 "-E",
                 "UTF8",
             ],
-        )?;
+        )
+        .await?;
         pg.append_conf(
             "wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n\
              shared_buffers = 16MB\nmax_connections = 60\nfsync = off\n\
              full_page_writes = off\nwal_keep_size = 64MB\n",
         )?;
-        pg.start()?;
+        pg.start().await?;
         Ok(pg)
     }
 
@@ -99,26 +99,28 @@ impl PrivatePg {
         let standby = Self::prepare(self.bin.clone())?;
         std::fs::remove_dir_all(&standby.data).ok();
         let port = self.port.to_string();
-        standby.run(
-            "pg_basebackup",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &port,
-                "-U",
-                "postgres",
-                "-D",
-                standby.data_str(),
-                "-R",
-                "-X",
-                "stream",
-                "-c",
-                "fast",
-                "--no-sync",
-            ],
-        )?;
-        standby.start()?;
+        standby
+            .run(
+                "pg_basebackup",
+                &[
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    &port,
+                    "-U",
+                    "postgres",
+                    "-D",
+                    standby.data_str(),
+                    "-R",
+                    "-X",
+                    "stream",
+                    "-c",
+                    "fast",
+                    "--no-sync",
+                ],
+            )
+            .await?;
+        standby.start().await?;
         // set after the copy, so the standby (a primary once promoted) does
         // not wait for a standby of its own
         let admin = self.admin().await?;
@@ -146,7 +148,8 @@ impl PrivatePg {
         self.run(
             "pg_ctl",
             &["-D", self.data_str(), "-w", "-t", "60", "promote"],
-        )?;
+        )
+        .await?;
         let admin = self.admin().await?;
         for _ in 0..300 {
             let row = admin.query_one("SELECT pg_is_in_recovery()", &[]).await?;
@@ -172,6 +175,23 @@ impl PrivatePg {
     /// `SIGCONT` after [`freeze`](Self::freeze).
     pub fn thaw(&self) -> anyhow::Result<()> {
         self.signal("CONT")
+    }
+
+    /// A crash and a restart: an immediate shutdown (no checkpoint, every
+    /// session cut), then crash recovery at start, on the same port. Returns
+    /// once the server accepts connections again.
+    pub async fn restart(&self) -> anyhow::Result<()> {
+        self.pg_ctl(&["-m", "immediate", "restart"]).await
+    }
+
+    /// Creates database `name` (owned by `postgres`).
+    pub async fn create_db(&self, name: &str) -> anyhow::Result<()> {
+        self.admin()
+            .await?
+            .batch_execute(&format!("CREATE DATABASE \"{name}\""))
+            .await
+            .with_context(|| format!("create database {name}"))?;
+        Ok(())
     }
 
     /// A connection to database `postgres` as user `postgres`.
@@ -226,40 +246,47 @@ impl PrivatePg {
         Ok(())
     }
 
-    fn start(&self) -> anyhow::Result<()> {
+    async fn start(&self) -> anyhow::Result<()> {
         let opts = format!(
             "-p {} -c listen_addresses=127.0.0.1 -c unix_socket_directories={}",
             self.port,
             self.dir.path().display()
         );
-        let log = self.dir.path().join("server.log");
-        self.run(
-            "pg_ctl",
-            &[
-                "-D",
-                self.data_str(),
-                "-l",
-                log.to_str().unwrap_or_default(),
-                "-o",
-                &opts,
-                "-w",
-                "-t",
-                "60",
-                "start",
-            ],
-        )
-        .with_context(|| format!("log: {}", self.log()))
+        self.pg_ctl(&["-o", &opts, "start"]).await
     }
 
-    /// Runs one of the binaries (as `postgres` when we are root).
-    fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<()> {
-        let mut cmd = Command::new(self.bin.join(program));
-        cmd.args(args).current_dir(self.dir.path());
+    /// `pg_ctl` on this server with its log file, waiting up to 60 s.
+    async fn pg_ctl(&self, args: &[&str]) -> anyhow::Result<()> {
+        let log = self.dir.path().join("server.log");
+        let mut all = vec![
+            "-D",
+            self.data_str(),
+            "-l",
+            log.to_str().unwrap_or_default(),
+            "-w",
+            "-t",
+            "60",
+        ];
+        all.extend_from_slice(args);
+        self.run("pg_ctl", &all)
+            .await
+            .with_context(|| format!("log: {}", self.log()))
+    }
+
+    /// Runs one of the binaries (as `postgres` when we are root), without
+    /// holding up the runtime's threads while it works.
+    async fn run(&self, program: &str, args: &[&str]) -> anyhow::Result<()> {
+        let mut cmd = tokio::process::Command::new(self.bin.join(program));
+        cmd.args(args)
+            .current_dir(self.dir.path())
+            .stdin(std::process::Stdio::null())
+            .kill_on_drop(true);
         if let Some((uid, gid)) = self.owner {
             cmd.uid(uid).gid(gid).env("HOME", self.dir.path());
         }
         let out = cmd
             .output()
+            .await
             .with_context(|| format!("run {}", self.bin.join(program).display()))?;
         if !out.status.success() {
             bail!(

@@ -12,9 +12,12 @@ use tokio::task::JoinHandle;
 /// connections and has closed every open one. While hung, it accepts new
 /// connections and keeps every link open but forwards nothing either way:
 /// what a frozen server or a network partition looks like from the client.
+/// [`retarget`](FaultProxy::retarget) sends new connections elsewhere (a host
+/// name that now resolves to another server).
 #[derive(Debug)]
 pub struct FaultProxy {
     addr: SocketAddr,
+    upstream: Arc<Mutex<SocketAddr>>,
     cut: Arc<AtomicBool>,
     hung: Arc<AtomicBool>,
     links: Arc<Mutex<Vec<JoinHandle<()>>>>,
@@ -29,7 +32,9 @@ impl FaultProxy {
         let cut = Arc::new(AtomicBool::new(false));
         let hung = Arc::new(AtomicBool::new(false));
         let links: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let upstream = Arc::new(Mutex::new(upstream));
         let acceptor = {
+            let upstream = upstream.clone();
             let cut = cut.clone();
             let hung = hung.clone();
             let links = links.clone();
@@ -40,6 +45,7 @@ impl FaultProxy {
                         continue;
                     }
                     let hung = hung.clone();
+                    let upstream = *upstream.lock().unwrap_or_else(|e| e.into_inner());
                     let link = tokio::spawn(async move {
                         if let Ok(outbound) = TcpStream::connect(upstream).await {
                             relay(inbound, outbound, hung).await;
@@ -53,6 +59,7 @@ impl FaultProxy {
         };
         Ok(Self {
             addr,
+            upstream,
             cut,
             hung,
             links,
@@ -63,6 +70,12 @@ impl FaultProxy {
     /// The local address to connect to instead of the upstream.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Relays connections accepted from now on to `upstream`; open links stay
+    /// with the server they reached.
+    pub fn retarget(&self, upstream: SocketAddr) {
+        *self.upstream.lock().unwrap_or_else(|e| e.into_inner()) = upstream;
     }
 
     /// Closes every open link and refuses new ones until [`restore`](Self::restore).

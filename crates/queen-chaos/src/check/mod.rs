@@ -28,15 +28,26 @@
 //! | `GET /api/v1/dlq` counts what the table holds | `dlq` | `dlq::api_total_matches_the_table` |
 //! | after the drain no lease is live and every cursor is at the end | `leased`, `drained` | `final_state::no_lease_is_live`, `final_state::cursors_reached_the_end` |
 //! | spools are empty and refused nothing; no broker exited by itself | `spool`, `broker` | `final_state::spools_are_empty`, `final_state::no_broker_exited` |
+//! | the stream workload's keyed count is exact in state and sink | `stream-*` | `streams::check_streams` (its own table) |
+//!
+//! The timer and lock-token workloads have rule tables of their own in
+//! [`timers`] and [`locks`]; `workload::surface` runs them after [`check`].
 
 mod acks;
 mod deliveries;
 mod dlq;
 mod final_state;
+pub mod locks;
 mod producers;
 mod storage;
+pub mod streams;
+#[cfg(test)]
+mod streams_tests;
+#[cfg(test)]
+mod surface_tests;
 #[cfg(test)]
 mod tests;
+pub mod timers;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;

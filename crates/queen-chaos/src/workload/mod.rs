@@ -17,7 +17,11 @@ use tokio::time::Instant;
 use crate::rng::stable_hash;
 
 mod consume;
+pub mod locks;
 mod produce;
+pub mod stream;
+pub mod surface;
+pub mod timers;
 
 pub use consume::{consumer, ConsumerLog};
 pub use produce::producer;

@@ -144,9 +144,19 @@ impl Broker {
         loop {
             let Sweep {
                 fired,
+                retrying,
+                dead_lettered,
+                due,
                 swept,
                 next_due_in_ms,
             } = self.store.sweep_timers(SWEEP_BATCH).await?;
+            let events = &self.surfaces.timer_events;
+            events
+                .with_label_values(&["fire_failed"])
+                .inc_by(retrying as u64);
+            events
+                .with_label_values(&["dead_lettered"])
+                .inc_by(dead_lettered as u64);
             total += fired.len();
             for f in &fired {
                 let event = if f.duplicate { "duplicate" } else { "fired" };
@@ -163,7 +173,7 @@ impl Broker {
                 self.surfaces.set_alarm(Duration::from_millis(100));
                 return Ok(total);
             }
-            if (fired.len() as i64) < SWEEP_BATCH {
+            if (due as i64) < SWEEP_BATCH {
                 return Ok(total);
             }
         }

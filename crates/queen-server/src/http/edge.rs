@@ -73,6 +73,9 @@ fn target_error(req: &Request) -> Option<ApiError> {
         .extensions()
         .get::<MatchedPath>()
         .map(MatchedPath::as_str);
+    if let Some(route) = pattern {
+        tracing::Span::current().record("http.route", route);
+    }
     let pattern_segments: Vec<&str> = pattern.map_or_else(Vec::new, |p| p.split('/').collect());
     for (i, segment) in uri.path().split('/').enumerate() {
         let name = pattern_segments
@@ -199,8 +202,15 @@ pub fn body_error(e: &(dyn StdError + 'static), limit: usize) -> ApiError {
 /// Longest error text taken over from a non-JSON error answer.
 const MAX_ERROR_TEXT: usize = 4_096;
 
-/// Middleware: every error answer is JSON with an `error` field.
-pub async fn json_errors(response: Response) -> Response {
+/// Middleware: every error answer is JSON with an `error` field. Generic
+/// over the body, so it can sit right outside `TraceLayer`, whose body type
+/// is its own.
+pub async fn json_errors<B>(response: axum::http::Response<B>) -> Response
+where
+    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let response = response.map(axum::body::Body::new);
     let status = response.status();
     if !(status.is_client_error() || status.is_server_error()) {
         return response;

@@ -37,6 +37,7 @@ mod push;
 mod queues;
 mod reads;
 mod streams;
+mod timer_fire;
 mod timers;
 mod tls;
 mod transaction;

@@ -14,9 +14,8 @@ use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::op::{with_op, DbOp};
-use super::push::append_with;
-use super::queues::ensure_queue_with;
-use super::{col, AppendStatus, NewMessage, Store, StoreError};
+use super::timer_fire::{fire_one, DueTimer, FireOutcome};
+use super::{col, Store, StoreError};
 
 /// Advisory lock (transaction scope) that lets one replica sweep at a time.
 const SWEEP_LOCK_KEY: i64 = 0x7175_6565_6e74_696d; // "queentim"
@@ -110,6 +109,12 @@ pub struct FiredTimer {
 #[derive(Debug, Clone, Default)]
 pub struct Sweep {
     pub fired: Vec<FiredTimer>,
+    /// Fires that failed and were put back with a back-off.
+    pub retrying: usize,
+    /// Timers dead-lettered after their last failed fire.
+    pub dead_lettered: usize,
+    /// Due timers this sweep took (fired, retrying or dead-lettered).
+    pub due: usize,
     /// `false` when another replica held the sweep lock.
     pub swept: bool,
     pub next_due_in_ms: Option<i64>,
@@ -280,44 +285,26 @@ impl Store {
             }
             let due = tx
                 .query(
-                    "SELECT queue, timer_key, partition, txn, message_id, payload, producer_sub
+                    "SELECT queue, timer_key, partition, txn, message_id, payload, producer_sub,
+                            attempts
                      FROM queen.timers WHERE deliver_at <= clock_timestamp()
                      ORDER BY deliver_at LIMIT $1 FOR UPDATE SKIP LOCKED",
                     &[&batch],
                 )
                 .await?;
             let mut fired = Vec::with_capacity(due.len());
+            let (mut retrying, mut dead_lettered) = (0, 0);
             for r in &due {
-                let queue: String = col(r, "queue")?;
-                let timer_key: String = col(r, "timer_key")?;
-                let partition: String = col(r, "partition")?;
-                let (namespace, task) = match queen_proto::QueueName::new(&queue) {
-                    Ok(q) => q.derived_namespace_task(),
-                    Err(_) => (String::new(), String::new()),
-                };
-                let row = ensure_queue_with(&tx, &queue, &namespace, &task).await?;
-                let msg = NewMessage {
-                    queue_id: row.id,
-                    partition: partition.clone(),
-                    message_id: col(r, "message_id")?,
-                    transaction_id: col(r, "txn")?,
-                    trace_id: None,
-                    payload: col(r, "payload")?,
-                    producer_sub: col(r, "producer_sub")?,
-                };
-                let outcome = append_with(&tx, std::slice::from_ref(&msg), false).await?;
-                tx.execute(
-                    "DELETE FROM queen.timers WHERE queue = $1 AND timer_key = $2",
-                    &[&queue, &timer_key],
-                )
-                .await?;
-                fired.push(FiredTimer {
-                    queue,
-                    partition,
-                    duplicate: outcome
-                        .first()
-                        .is_some_and(|o| o.status == AppendStatus::Duplicate),
-                });
+                let t = DueTimer::from_row(r)?;
+                match fire_one(&tx, &t).await? {
+                    FireOutcome::Fired { duplicate } => fired.push(FiredTimer {
+                        queue: t.queue,
+                        partition: t.partition,
+                        duplicate,
+                    }),
+                    FireOutcome::Retrying { .. } => retrying += 1,
+                    FireOutcome::DeadLettered => dead_lettered += 1,
+                }
             }
             super::kv::prune_expired(&tx, 1000).await?;
             let next: Option<f64> = col(
@@ -332,6 +319,9 @@ impl Store {
             tx.commit().await?;
             Ok(Sweep {
                 fired,
+                retrying,
+                dead_lettered,
+                due: due.len(),
                 swept: true,
                 next_due_in_ms: next.map(|n| n.max(0.0) as i64),
             })

@@ -356,6 +356,7 @@ fn parse_ack(map: &Body_) -> Result<Option<(CycleAck, Option<u64>)>, StreamsErro
             group: group.as_str().to_owned(),
             transaction_id,
             lease_id,
+            count,
         },
         count,
     )))

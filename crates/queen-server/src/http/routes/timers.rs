@@ -210,6 +210,43 @@ pub fn element(w: &TimerWrite, v: &TimerVerdict) -> Value {
     }
 }
 
+fn too_large() -> SurfaceError {
+    SurfaceError::too_large(
+        "timers_payload_too_large",
+        format!("payload larger than {MAX_PAYLOAD_BYTES} bytes (decoded and decompressed)"),
+    )
+}
+
+/// Decompresses a zstd payload (one frame or several), never holding more
+/// than [`MAX_PAYLOAD_BYTES`] of output: a frame that declares a larger
+/// content size is refused before anything is allocated, and one that does
+/// not declare it is decoded into a buffer of exactly the bound, so a
+/// decompression bomb fails with `413` once the buffer is full.
+fn unzstd(compressed: &[u8]) -> Result<Vec<u8>, SurfaceError> {
+    let not_zstd = |e: &dyn std::fmt::Display| {
+        bad(
+            "timers_payload_not_zstd",
+            format!("payloadZstd is set but the payload is not a zstd frame: {e}"),
+        )
+    };
+    if let Ok(Some(n)) = zstd::zstd_safe::get_frame_content_size(compressed) {
+        if n > MAX_PAYLOAD_BYTES as u64 {
+            return Err(too_large());
+        }
+    }
+    let mut out = Vec::with_capacity(MAX_PAYLOAD_BYTES);
+    let mut dctx = zstd::zstd_safe::DCtx::create();
+    match dctx.decompress(&mut out, compressed) {
+        Ok(_) => Ok(out),
+        Err(code) if code_is_dst_too_small(code) => Err(too_large()),
+        Err(code) => Err(not_zstd(&zstd::zstd_safe::get_error_name(code))),
+    }
+}
+
+fn code_is_dst_too_small(code: zstd::zstd_safe::ErrorCode) -> bool {
+    zstd::zstd_safe::get_error_name(code) == "Destination buffer is too small"
+}
+
 fn queue_of(s: &str) -> Result<queen_proto::QueueName, SurfaceError> {
     queen_proto::QueueName::new(s).map_err(|e| bad("timers_bad_queue", e.to_string()))
 }
@@ -345,14 +382,11 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Surface
             format!("delayMs beyond the horizon of {HORIZON_MS} ms"),
         ));
     }
-    if m.get("payloadZstd")
-        .is_some_and(|z| z == &Value::Bool(true))
-    {
-        return Err(bad(
-            "timers_zstd_unsupported",
-            "this broker does not take zstd payloads; send the payload uncompressed",
-        ));
-    }
+    let zstd = match m.get("payloadZstd") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad("timers_bad_zstd", "payloadZstd must be a boolean")),
+    };
     let Some(Value::String(payload)) = m.get("payload") else {
         return Err(bad(
             "timers_payload_required",
@@ -360,19 +394,16 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Surface
         ));
     };
     if payload.len() > MAX_PAYLOAD_BYTES / 3 * 4 + 8 {
-        return Err(SurfaceError::too_large(
-            "timers_payload_too_large",
-            format!("payload larger than {MAX_PAYLOAD_BYTES} bytes"),
-        ));
+        return Err(too_large());
     }
-    let bytes = base64::engine::general_purpose::STANDARD
+    let mut bytes = base64::engine::general_purpose::STANDARD
         .decode(payload)
         .map_err(|_| bad("timers_payload_not_base64", "payload must be base64"))?;
+    if zstd {
+        bytes = unzstd(&bytes)?;
+    }
     if bytes.len() > MAX_PAYLOAD_BYTES {
-        return Err(SurfaceError::too_large(
-            "timers_payload_too_large",
-            format!("payload larger than {MAX_PAYLOAD_BYTES} bytes"),
-        ));
+        return Err(too_large());
     }
     let text = String::from_utf8(bytes)
         .ok()

@@ -1,0 +1,177 @@
+"""Benchmark: a tumbling-window count over a 100 000-message backlog through
+the official streaming SDK (queen-mq 2.6.0, `queen.streams`), unchanged.
+
+Run by bench_streams.sh, which starts a broker on a fresh database and passes
+QUEEN_URL, BENCH_BROKER_PID and BENCH_DB. The backlog is pushed first (not
+measured); then one SDK runner processes it with its defaults (batch 200, up
+to 4 partitions per pop) and the clock and the CPU counters run from its
+start until it has processed every message. CPU is read from /proc: the
+broker's process, and PostgreSQL's processes that work for the benchmark
+database (its backends plus the shared background processes), as
+crates/queen-bench/src/procstat.rs does. The sink is checked afterwards:
+every closed window emitted once with its exact count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Dict, List, Optional
+
+import httpx
+
+from queen import Queen, Stream
+
+URL = os.environ["QUEEN_URL"]
+BROKER_PID = int(os.environ["BENCH_BROKER_PID"])
+DB = os.environ["BENCH_DB"]
+TOTAL = int(os.environ.get("BENCH_MESSAGES", "100000"))
+PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "4"))
+WINDOW_S = 10
+# events 40 ms apart per partition: 250 per 10 s window
+STEP_MS = 40
+BASE = 1_700_000_000_000
+TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 1 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def serves(title: str, db: str) -> bool:
+    words = title.split()
+    backend = any(("(" in w and w.endswith(")")) or w == "[local]" for w in words)
+    if backend or "autovacuum worker" in title:
+        return db in words
+    return True
+
+
+def postgres_ticks() -> Dict[int, int]:
+    out: Dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+            if not comm.startswith("postgres"):
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if serves(title, DB):
+            t = cpu_ticks(pid)
+            if t is not None:
+                out[pid] = t
+    return out
+
+
+def pg_cpu_between(before: Dict[int, int], after: Dict[int, int]) -> float:
+    return sum(max(t - before.get(p, 0), 0) for p, t in after.items()) / TCK
+
+
+async def push_backlog(src: str) -> None:
+    per = TOTAL // PARTITIONS
+    async with httpx.AsyncClient(timeout=60) as http:
+        for p in range(PARTITIONS):
+            for start in range(0, per, 1000):
+                items = [
+                    {
+                        "queue": src,
+                        "partition": f"p{p}",
+                        "payload": {"ts": BASE + i * STEP_MS, "n": 1},
+                    }
+                    for i in range(start, min(start + 1000, per))
+                ]
+                r = await http.post(f"{URL}/api/v1/push", json={"items": items})
+                assert r.status_code == 201, r.text
+
+
+async def read_sink(client: Queen, sink: str) -> List[dict]:
+    out: List[dict] = []
+    while True:
+        got = await client.queue(sink).group("bench-check").batch(1000).wait(False).pop()
+        if not got:
+            return out
+        out.extend(m["data"] for m in got)
+
+
+async def main() -> int:
+    tag = str(int(time.time()))
+    src, sink, name = f"bench-src-{tag}", f"bench-sink-{tag}", f"bench-tumbling-{tag}"
+    client = Queen(url=URL)
+    t = time.monotonic()
+    await push_backlog(src)
+    print(f"backlog: {TOTAL} messages in {PARTITIONS} partitions pushed in {time.monotonic() - t:.1f}s")
+
+    stream = (
+        Stream.from_(client.queue(src))
+        .window_tumbling(seconds=WINDOW_S, event_time=lambda m: m["data"]["ts"])
+        .reduce(lambda acc, v: acc + v["n"], 0)
+        .to(client.queue(sink))
+    )
+    pg0, br0, me0 = postgres_ticks(), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
+    t0 = time.monotonic()
+    runner = await stream.run(query_id=name, url=URL)
+    try:
+        while runner.metrics()["messagesTotal"] < TOTAL:
+            if time.monotonic() - t0 > 1800:
+                print(f"gave up after 30 min: {runner.metrics()}")
+                return 1
+            await asyncio.sleep(0.05)
+        t1 = time.monotonic()
+        pg1, br1, me1 = postgres_ticks(), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
+    finally:
+        await runner.stop()
+    m = runner.metrics()
+    secs = t1 - t0
+    broker_cpu = (br1 - br0) / TCK
+    pg_cpu = pg_cpu_between(pg0, pg1)
+    client_cpu = (me1 - me0) / TCK
+
+    # the check: every closed window once, with its exact count; the last
+    # window of each partition stays open (no later event moves the watermark)
+    rows = await read_sink(client, sink)
+    per = TOTAL // PARTITIONS
+    per_window = WINDOW_S * 1000 // STEP_MS
+    closed = (per * STEP_MS) // (WINDOW_S * 1000) - (1 if per % per_window == 0 else 0)
+    want = {float(per_window)} if rows else set()
+    got_counts = {float(r["value"]) for r in rows}
+    ok = len(rows) == closed * PARTITIONS and got_counts == want and m["errorsTotal"] == 0
+    await client.close()
+
+    result = {
+        "messages": TOTAL,
+        "partitions": PARTITIONS,
+        "seconds": round(secs, 2),
+        "msg_per_s": round(TOTAL / secs),
+        "broker_cpu_s": round(broker_cpu, 2),
+        "postgres_cpu_s": round(pg_cpu, 2),
+        "client_cpu_s": round(client_cpu, 2),
+        "broker_us_per_msg": round(broker_cpu / TOTAL * 1e6, 1),
+        "postgres_us_per_msg": round(pg_cpu / TOTAL * 1e6, 1),
+        "client_us_per_msg": round(client_cpu / TOTAL * 1e6, 1),
+        "cycles": m["cyclesTotal"],
+        "windows_emitted": len(rows),
+        "windows_expected": closed * PARTITIONS,
+        "errors": m["errorsTotal"],
+        "sink_exact": ok,
+    }
+    print(json.dumps(result, indent=2))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
