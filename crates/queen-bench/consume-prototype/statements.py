@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the pgbench scripts of docs/benchmarks.md, "Consume path, part 2",
 into DIR, from the server's own statement files (run from the repository root):
-  new_bB.sql  sql/statements/pop_hinted.sql + ack_lease.sql, as store/pop.rs and store/ack.rs send them
+  new_bB.sql  sql/statements/pop_hinted.sql + ack_lease.sql, as store/consume.rs sends them for a
+              flight of one pop and one ack
   old_bB.sql  queen.pop_queue + queen.ack_batch, as before them
 for the queue of fill_direct.sql (16 partitions p0..p15, queue mode).
   statements.py DIR"""
@@ -28,14 +29,16 @@ def bind(text, sub):
 
 
 for b in (1, 10, 100):
-    p = bind(load('pop_hinted.sql'), {'$1': f"'{qid}'", '$2': f"'{g}'", '$3': str(b), '$4': ':lease',
+    p = bind(load('pop_hinted.sql'), {'$1': f"'{qid}'", '$2': f"'{g}'", '$3': str(b), '$4': 'ARRAY[:lease]',
                                       '$5': '300', '$6': "'bench'", '$7': f"'{hints}'"})
     # the broker zips the arrays itself; pgbench needs the ids for the ack in one row
-    i = p.index("\nSELECT c.partition_id")
+    i = p.index("\nSELECT c.member")
     p = (p[:i] + ",\nseg AS (\n" + p[i + 1:] + "\n)\nSELECT count(*) AS n, min(partition_id::text) AS pid, "
          "array_agg(u.t ORDER BY seg.first_offset, u.k) AS txns FROM seg, "
          "unnest(seg.transaction_ids) WITH ORDINALITY u(t, k) \\gset")
-    a = bind(load('ack_lease.sql'), {'$1': f"'{g}'", '$2': ':pid', '$3': ':lease', '$4': ':txns'})
+    a = bind(load('ack_lease.sql'), {'$1': f"ARRAY['{g}']", '$2': 'ARRAY[:pid]', '$3': 'ARRAY[:lease]',
+                                      '$4': 'ARRAY[1]', '$5': 'ARRAY[cardinality(:txns::text[])]',
+                                      '$6': ':txns'})
     with open(f'{d}/new_b{b}.sql', 'w') as f:
         f.write("SELECT gen_random_uuid() AS lease \\gset\n" + p + "\n\\if :n > 0\n" + a + ";\n\\endif\n")
     with open(f'{d}/old_b{b}.sql', 'w') as f:

@@ -1,24 +1,28 @@
--- pop_hinted: the common wildcard pop as one statement. Picks the first hinted
--- partition ($7, names in the order to try them) whose cursor row for group
--- $2 exists, has no live lease and has messages past the cursor, least
--- recently consumed first; locks that cursor row (a row another pop is
--- claiming right now is skipped, a row leased meanwhile fails the recheck
--- after the lock), leases up to $3 messages from the cursor under lease $4
--- for $5 seconds (60 when not positive) held by $6, and returns the leased
--- range as stored: one row per segment with its arrays sliced to the range.
+-- pop_hinted: the common wildcard pop as one statement, for one or several
+-- waiting pops at once (consumer group commit, store/flights.rs). Picks up to
+-- cardinality($4) hinted partitions ($7, names in the order to try them)
+-- whose cursor row for group $2 exists, has no live lease and has messages
+-- past the cursor, least recently consumed first; locks those cursor rows (a
+-- row another pop is claiming right now is skipped, a row leased meanwhile
+-- fails the recheck after the lock), numbers them 1, 2, ... in that order
+-- (`member`), leases up to $3 messages from each cursor under lease
+-- $4[member] for $5 seconds (60 when not positive) held by $6, and returns
+-- each leased range as stored: one row per segment with its arrays sliced to
+-- the range, ordered by member. Each partition goes to one member only, and
+-- members past the number of free partitions get no row.
 -- The segments read are exactly those from the range's start to the one
 -- holding its end (an index range bounded at both ends).
--- The broker checks that the slices cover the range without a hole or an
--- offset deleted one by one; if not, it clears the lease and calls
--- queen.pop_queue, which handles every case (first contact, delay, window,
--- holes, deletions, drained hints, the walk). Used only when the queue has no
--- delay and no window buffer, the pop names no partition, claims one
--- partition and is not auto-acked.
--- Parameters: $1 queue id, $2 group, $3 batch, $4 lease id, $5 lease seconds,
--- $6 holder, $7 hints.
--- Called by: `Store::claim` (store/pop.rs).
+-- The broker checks that each member's slices cover its range without a hole
+-- or an offset deleted one by one; if not, it clears that lease and the pop
+-- calls queen.pop_queue, which handles every case (first contact, delay,
+-- window, holes, deletions, drained hints, the walk), as does a pop that got
+-- no row. Used only when the queue has no delay and no window buffer, the pop
+-- names no partition, claims one partition and is not auto-acked.
+-- Parameters: $1 queue id, $2 group, $3 batch, $4 lease ids (one per pop),
+-- $5 lease seconds, $6 holder, $7 hints.
+-- Called by: `PopFly::fly` (store/consume.rs).
 WITH pick AS (
-    SELECT lc.partition_id, pt.name,
+    SELECT lc.partition_id, pt.name, lc.last_consumed_at AS consumed_at, h.n AS hint_at,
            greatest(lc.committed_offset + 1, pt.low_offset) AS s,
            least(pt.next_offset - 1, greatest(lc.committed_offset + 1, pt.low_offset) + $3::integer - 1) AS e
     FROM unnest($7::text[]) WITH ORDINALITY AS h(name, n)
@@ -27,18 +31,22 @@ WITH pick AS (
     WHERE (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
       AND pt.next_offset > greatest(lc.committed_offset + 1, pt.low_offset)
     ORDER BY lc.last_consumed_at NULLS FIRST, h.n
-    LIMIT 1
+    LIMIT cardinality($4::uuid[])
     FOR UPDATE OF lc SKIP LOCKED
+), num AS (
+    SELECT pick.partition_id, pick.name, pick.s, pick.e,
+           row_number() OVER (ORDER BY pick.consumed_at NULLS FIRST, pick.hint_at) AS member
+    FROM pick
 ), c AS (
     UPDATE queen.log_consumers l
-    SET lease_id = $4::uuid, lease_end_offset = pick.e,
+    SET lease_id = ($4::uuid[])[num.member], lease_end_offset = num.e,
         lease_expires_at = now() + make_interval(secs => CASE WHEN $5::integer > 0 THEN $5::integer ELSE 60 END),
         lease_holder = $6::text
-    FROM pick
-    WHERE l.partition_id = pick.partition_id AND l.consumer_group = $2::text
-    RETURNING pick.partition_id, pick.name, pick.s, pick.e
+    FROM num
+    WHERE l.partition_id = num.partition_id AND l.consumer_group = $2::text
+    RETURNING num.member, num.partition_id, num.name, num.s, num.e
 )
-SELECT c.partition_id, c.name AS partition_name, c.s AS range_start, c.e AS range_end,
+SELECT c.member, c.partition_id, c.name AS partition_name, c.s AS range_start, c.e AS range_end,
        greatest(sg.first_offset, c.s) AS first_offset,
        sg.message_ids[greatest(c.s - sg.first_offset + 1, 1) : c.e - sg.first_offset + 1] AS message_ids,
        sg.transaction_ids[greatest(c.s - sg.first_offset + 1, 1) : c.e - sg.first_offset + 1] AS transaction_ids,
@@ -52,4 +60,4 @@ JOIN queen.segments sg ON sg.partition_id = c.partition_id
  AND sg.last_offset >= c.s
  AND sg.last_offset <= (SELECT min(x.last_offset) FROM queen.segments x
                         WHERE x.partition_id = c.partition_id AND x.last_offset >= c.e)
-ORDER BY sg.last_offset
+ORDER BY c.member, sg.last_offset

@@ -1,12 +1,15 @@
 //! Ack: moving consumer cursors with `queen.ack_batch`. The common ack (every
 //! message of one live lease, `completed`, in delivery order) first tries one
-//! prepared statement, `sql/statements/ack_lease.sql`; see [`ack_lease`].
+//! prepared statement, `sql/statements/ack_lease.sql`, shared by the acks
+//! waiting at the same moment (consumer group commit, `flights.rs` and
+//! `consume.rs`); see `whole_lease`.
 
 use std::fmt;
 
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
+use super::consume::AckMember;
 use super::op::{with_op, DbOp};
 use super::{col, rows_into, Store, StoreError};
 
@@ -92,13 +95,27 @@ impl Store {
     /// Applies acknowledgements for one group: the whole-lease statement when
     /// it applies, `queen.ack_batch` for everything else.
     pub async fn acknowledge(&self, group: &str, items: &[AckItem]) -> Result<Acked, StoreError> {
-        with_op!(self.db, DbOp::Ack, |client| {
-            if let Some(outcomes) = ack_lease(&*client, group, items).await? {
+        if let Some(member) = whole_lease(group, items) {
+            if let Some(done) = self.ack_flights.call(member).await? {
+                let last = items.len() - 1;
+                let outcomes = (0..items.len())
+                    .map(|index| AckOutcome {
+                        index,
+                        success: true,
+                        error: None,
+                        queue_name: Some(done.queue_name.clone()),
+                        partition_name: Some(done.partition_name.clone()),
+                        lease_released: index == last,
+                        dlq: false,
+                    })
+                    .collect();
                 return Ok(Acked {
                     outcomes,
                     by_statement: true,
                 });
             }
+        }
+        with_op!(self.db, DbOp::Ack, |client| {
             Ok(Acked {
                 outcomes: ack_with(&*client, group, items, false).await?,
                 by_statement: false,
@@ -159,54 +176,26 @@ pub(super) async fn ack_with(
     Ok(out)
 }
 
-/// The whole-lease ack as one statement: `Ok(None)` when the items are not
-/// all `completed` acks of one partition under one lease, or the statement
-/// found them not to be exactly that lease's span (then `queen.ack_batch`
-/// answers them). Otherwise the outcomes `queen.ack_batch` gives the same
-/// items: every one succeeds, the last releases the lease.
-async fn ack_lease(
-    client: &impl GenericClient,
-    group: &str,
-    items: &[AckItem],
-) -> Result<Option<Vec<AckOutcome>>, StoreError> {
-    let (Some(first), Some(lease_id)) = (items.first(), items.first().and_then(|a| a.lease_id))
-    else {
-        return Ok(None);
-    };
-    let whole_lease = items.iter().all(|a| {
+/// The whole-lease ack's request, when `items` are all `completed` acks of
+/// one partition under one lease (`sql/statements/ack_lease.sql` then checks
+/// that they are exactly that lease's span); `None` sends them to
+/// `queen.ack_batch`. When the statement applies them, every item succeeds
+/// and the last releases the lease, as `queen.ack_batch` answers the same
+/// items.
+fn whole_lease(group: &str, items: &[AckItem]) -> Option<AckMember> {
+    let first = items.first()?;
+    let lease_id = first.lease_id?;
+    let whole = items.iter().all(|a| {
         a.status == AckStatus::Completed
             && a.partition_id == first.partition_id
             && a.lease_id == Some(lease_id)
     });
-    if !whole_lease {
-        return Ok(None);
-    }
-    let txn_ids: Vec<&str> = items.iter().map(|a| a.transaction_id.as_str()).collect();
-    let stmt = client
-        .prepare_cached(include_str!("../../sql/statements/ack_lease.sql"))
-        .await?;
-    let Some(row) = client
-        .query_opt(&stmt, &[&group, &first.partition_id, &lease_id, &txn_ids])
-        .await?
-    else {
-        return Ok(None);
-    };
-    let queue_name: String = col(&row, "queue_name")?;
-    let partition_name: String = col(&row, "partition_name")?;
-    let last = items.len() - 1;
-    Ok(Some(
-        (0..items.len())
-            .map(|index| AckOutcome {
-                index,
-                success: true,
-                error: None,
-                queue_name: Some(queue_name.clone()),
-                partition_name: Some(partition_name.clone()),
-                lease_released: index == last,
-                dlq: false,
-            })
-            .collect(),
-    ))
+    whole.then(|| AckMember {
+        group: group.to_owned(),
+        partition_id: first.partition_id,
+        lease_id,
+        transaction_ids: items.iter().map(|a| a.transaction_id.clone()).collect(),
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //!
 //! [`Store`] owns the connection pool and has one typed method per statement,
 //! in one file per use case: `queues`, `push` (with the group-commit
-//! `batcher` next to it), `pop`, `ack`, `transaction`, `maintenance`, the
+//! `batcher` next to it), `pop` and `ack` (with their group commit,
+//! `flights` and `consume`), `transaction`, `maintenance`, the
 //! admin reads and writes under [`admin`], and the statements of the
 //! background jobs in [`jobs`]. Every call goes through one wrapper,
 //! `with_op!(db, DbOp::…, |client| …)` in `op.rs`: readiness, connection, the bounded
@@ -18,9 +19,11 @@ pub mod admin;
 mod batcher;
 mod bundle;
 mod connect;
+mod consume;
 pub mod dbcopy;
 mod ephemeral;
 mod error;
+mod flights;
 pub mod jobs;
 mod kv;
 mod liveness;
@@ -69,6 +72,9 @@ pub struct Store {
     db: op::Db,
     hosts: connect::Hosts,
     batcher: batcher::Batcher,
+    pop_flights: flights::Flights<consume::PopFly>,
+    ack_flights: flights::Flights<consume::AckFly>,
+    flight_metrics: flights::FlightMetrics,
 }
 
 impl std::fmt::Debug for Store {

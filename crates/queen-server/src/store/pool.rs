@@ -6,8 +6,9 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::TargetSessionAttrs;
 
+use super::consume::{self, ACK_LIMITS, POP_LIMITS};
 use super::op::{with_op, Db, DbOp, Deadlines};
-use super::{batcher, connect, run_migrations, tls, Store, StoreError};
+use super::{batcher, connect, flights, run_migrations, tls, Store, StoreError};
 use crate::config::{split_list, DbConfig};
 
 /// Connection pool occupancy.
@@ -124,8 +125,22 @@ impl Store {
                 probe: db.probe_timeout,
             },
         );
+        let flight_metrics = flights::FlightMetrics::new();
         Ok(Self {
             batcher: batcher::Batcher::start(db.clone()),
+            pop_flights: flights::Flights::start(
+                consume::PopFly { db: db.clone() },
+                POP_LIMITS,
+                &flight_metrics,
+                "pop",
+            ),
+            ack_flights: flights::Flights::start(
+                consume::AckFly { db: db.clone() },
+                ACK_LIMITS,
+                &flight_metrics,
+                "ack",
+            ),
+            flight_metrics,
             db,
             hosts,
         })
@@ -172,7 +187,9 @@ impl Store {
 
     /// The per-operation metrics, to register in the broker's registry.
     pub fn metric_collectors(&self) -> Vec<Box<dyn prometheus::core::Collector>> {
-        self.db.collectors()
+        let mut all = self.db.collectors();
+        all.extend(self.flight_metrics.collectors());
+        all
     }
 
     /// Closes pooled connections idle for longer than `idle`; returns how many.

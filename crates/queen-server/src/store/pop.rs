@@ -2,13 +2,14 @@
 //! or `queen.pop_queue` (wildcard, hint list first), and extending leases.
 //! The common wildcard pop (hints known, one partition, no delay, window or
 //! auto-ack) first tries one prepared statement, `sql/statements/pop_hinted.sql`,
-//! that claims and reads the range as stored; see [`pop_hinted`].
+//! that claims and reads the range as stored, shared by the pops waiting at
+//! the same moment (consumer group commit, `flights.rs` and `consume.rs`).
 
 use chrono::{DateTime, Utc};
-use deadpool_postgres::GenericClient;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
+use super::consume::{PopKey, PopMember};
 use super::op::{with_op, DbOp};
 use super::{col, QueueRow, Store, StoreError};
 
@@ -69,6 +70,22 @@ pub struct LeaseExtension {
 impl Store {
     /// Claims messages for a consumer group; see `queen.claim_partition`/`queen.pop_queue`.
     pub async fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
+        if hinted_applies(req) {
+            let member = PopMember {
+                key: PopKey {
+                    queue_id: req.queue.id,
+                    group: req.group.to_owned(),
+                    batch: req.batch,
+                    lease_time: req.queue.options.lease_time,
+                    holder: req.holder.to_owned(),
+                    hints: req.hints.to_vec(),
+                },
+                lease_id: req.lease_id,
+            };
+            if let Some(claim) = self.pop_flights.call(member).await? {
+                return Ok(claim);
+            }
+        }
         with_op!(self.db, DbOp::Pop, |client| {
             let o = &req.queue.options;
             let rows = match req.partition {
@@ -104,11 +121,6 @@ impl Store {
                         .await?
                 }
                 None => {
-                    if hinted_applies(req) {
-                        if let Some(claim) = pop_hinted(&*client, req).await? {
-                            return Ok(claim);
-                        }
-                    }
                     let stmt = client
                             .prepare_cached(
                                 "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15)",
@@ -164,7 +176,7 @@ impl Store {
     }
 }
 
-/// Whether a wildcard pop may try [`pop_hinted`] first: the conditions that
+/// Whether a wildcard pop may try `pop_hinted.sql` first: the conditions that
 /// statement leaves to `queen.pop_queue` are all known before the call.
 fn hinted_applies(req: &ClaimRequest<'_>) -> bool {
     let o = &req.queue.options;
@@ -174,109 +186,6 @@ fn hinted_applies(req: &ClaimRequest<'_>) -> bool {
         && !req.auto_ack
         && o.delayed_processing <= 0
         && o.window_buffer <= 0
-}
-
-/// The hinted pop as one statement. `Ok(None)` when it claimed nothing, or
-/// claimed a range it cannot hand out as read (a hole, an offset deleted one
-/// by one, segments missing): that lease is cleared again, and the caller
-/// runs `queen.pop_queue`, which handles those cases.
-async fn pop_hinted(
-    client: &impl GenericClient,
-    req: &ClaimRequest<'_>,
-) -> Result<Option<Claim>, StoreError> {
-    let stmt = client
-        .prepare_cached(include_str!("../../sql/statements/pop_hinted.sql"))
-        .await?;
-    let rows = client
-        .query(
-            &stmt,
-            &[
-                &req.queue.id,
-                &req.group,
-                &req.batch,
-                &req.lease_id,
-                &req.queue.options.lease_time,
-                &req.holder,
-                &req.hints,
-            ],
-        )
-        .await?;
-    let Some(first) = rows.first() else {
-        // nothing claimable among the hints: pop_queue reports drained ones and walks
-        return Ok(None);
-    };
-    let partition_id: Uuid = col(first, "partition_id")?;
-    match messages_from_segments(&rows)? {
-        Some(messages) => Ok(Some(Claim {
-            messages,
-            drained_hints: Vec::new(),
-            by_statement: true,
-        })),
-        None => {
-            let stmt = client
-                .prepare_cached(
-                    "UPDATE queen.log_consumers SET lease_expires_at = NULL
-                     WHERE partition_id = $1 AND consumer_group = $2 AND lease_id = $3",
-                )
-                .await?;
-            client
-                .execute(&stmt, &[&partition_id, &req.group, &req.lease_id])
-                .await?;
-            Ok(None)
-        }
-    }
-}
-
-/// Zips `pop_hinted`'s rows (one per segment, arrays sliced to the leased
-/// range) into messages; `None` unless they cover the range from its start
-/// to its end without a gap and no offset of it was deleted one by one.
-fn messages_from_segments(rows: &[Row]) -> Result<Option<Vec<ClaimedMessage>>, StoreError> {
-    let Some(first) = rows.first() else {
-        return Ok(None);
-    };
-    let start: i64 = col(first, "range_start")?;
-    let end: i64 = col(first, "range_end")?;
-    let partition_id: Uuid = col(first, "partition_id")?;
-    let partition_name: String = col(first, "partition_name")?;
-    let mut messages = Vec::with_capacity(usize::try_from(end - start + 1).unwrap_or(0));
-    let mut next = start;
-    for r in rows {
-        if col::<bool>(r, "has_deleted")? || col::<i64>(r, "first_offset")? != next {
-            return Ok(None);
-        }
-        let ids: Vec<Uuid> = col(r, "message_ids")?;
-        let txns: Vec<String> = col(r, "transaction_ids")?;
-        let traces: Vec<Option<Uuid>> = col(r, "trace_ids")?;
-        let payloads: Vec<String> = col(r, "payloads")?;
-        let subs: Option<Vec<Option<String>>> = col(r, "producer_subs")?;
-        let created_at: DateTime<Utc> = col(r, "created_at")?;
-        let n = ids.len();
-        if txns.len() != n
-            || traces.len() != n
-            || payloads.len() != n
-            || subs.as_ref().is_some_and(|s| s.len() != n)
-        {
-            return Ok(None);
-        }
-        let mut subs = subs.map(Vec::into_iter);
-        for (((message_id, transaction_id), trace_id), payload) in
-            ids.into_iter().zip(txns).zip(traces).zip(payloads)
-        {
-            messages.push(ClaimedMessage {
-                partition_id,
-                partition_name: partition_name.clone(),
-                offset: next,
-                message_id,
-                transaction_id,
-                trace_id,
-                payload,
-                producer_sub: subs.as_mut().and_then(Iterator::next).flatten(),
-                created_at,
-            });
-            next += 1;
-        }
-    }
-    Ok((next == end + 1).then_some(messages))
 }
 
 /// Messages and, for wildcard pops, the drained-hint marker rows (a

@@ -12,6 +12,7 @@ mod analytics;
 mod auth;
 mod common;
 mod configure;
+mod consume_flights;
 mod consume_statement;
 mod dashboard;
 mod encryption;

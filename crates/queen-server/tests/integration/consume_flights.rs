@@ -1,0 +1,254 @@
+//! Consumer group commit (issue 19): hinted pops and whole-lease acks that
+//! arrive together share one statement (`store/flights.rs`,
+//! `store/consume.rs`). Whatever the grouping, every pop gets a partition of
+//! its own, every ack is applied once and each member gets its own answer.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures_util::future::join_all;
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+
+use crate::common::*;
+
+const GROUP: &str = "__QUEUE_MODE__";
+
+async fn members(b: &queen_testkit::TestBroker, op: &str) -> f64 {
+    prometheus_value(
+        b,
+        &format!("queen_consume_flight_members_total{{op=\"{op}\"}}"),
+    )
+    .await
+    .unwrap_or(0.0)
+}
+
+/// Pushes `per` messages `<partition>-<i>` into each of `partitions` partitions.
+async fn fill(b: &queen_testkit::TestBroker, queue: &str, partitions: usize, per: usize) {
+    let items: Vec<Value> = (0..partitions)
+        .flat_map(|p| {
+            (0..per).map(move |i| {
+                json!({ "queue": queue, "partition": format!("p{p}"), "payload": { "i": i },
+                        "transactionId": format!("p{p}-{i}") })
+            })
+        })
+        .collect();
+    push_items(b, Value::Array(items)).await;
+}
+
+/// Acks all of `msgs` as one `/ack/batch` request (`group`: `None` for queue mode).
+async fn ack_batch(b: &queen_testkit::TestBroker, group: Option<&str>, msgs: Vec<Value>) -> Value {
+    let items: Vec<Value> = msgs
+        .iter()
+        .map(|m| ack_item(m, "completed", None))
+        .collect();
+    let mut req = json!({ "acknowledgments": items });
+    if let Some(g) = group {
+        req["consumerGroup"] = json!(g);
+    }
+    let (code, body) = b.post("/api/v1/ack/batch", &req).await;
+    assert_eq!(code, StatusCode::OK, "ack answered {body}");
+    body
+}
+
+/// `n` wildcard pops at once; each must get messages. Their bodies.
+async fn pop_together(b: &queen_testkit::TestBroker, path: &str, n: usize) -> Vec<Value> {
+    join_all((0..n).map(|_| pop_ok(b, path))).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_single_pops_get_distinct_partitions_and_are_acked_once() {
+    let (db, b) = setup().await;
+    let queue = unique("cf1");
+    fill(&b, &queue, 32, 3).await;
+    // first contact creates the cursor rows (function path); ack them one by one
+    for p in 0..32 {
+        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
+        let body = pop_ok(&b, &path).await;
+        let r = ack_batch(&b, None, messages(&body)).await;
+        assert_eq!(r[0]["success"], true, "{r}");
+    }
+    let client = db.client().await.expect("db client");
+    let (pops_before, acks_before) = (members(&b, "pop").await, members(&b, "ack").await);
+
+    let path = pop_path(&queue, None, "batch=1");
+    let mut seen = BTreeSet::new();
+    for round in 1..3 {
+        let bodies = pop_together(&b, &path, 32).await;
+        // one message each, from 32 different partitions, each the next one of its partition
+        let mut by_partition = BTreeMap::new();
+        for body in &bodies {
+            let msgs = messages(body);
+            assert_eq!(msgs.len(), 1, "{body}");
+            let p = msgs[0]["partition"].as_str().unwrap().to_owned();
+            assert_eq!(msgs[0]["transactionId"], format!("{p}-{round}"), "{body}");
+            assert!(seen.insert(msgs[0]["transactionId"].to_string()), "{body}");
+            assert!(
+                by_partition.insert(p, msgs[0].clone()).is_none(),
+                "{bodies:?}"
+            );
+        }
+        assert_eq!(by_partition.len(), 32);
+        // every partition is leased now: nothing left to pop
+        pop_empty(&b, &path).await;
+
+        let answers = join_all(
+            bodies
+                .iter()
+                .map(|body| ack_batch(&b, None, messages(body))),
+        )
+        .await;
+        for r in &answers {
+            assert_eq!(r[0]["success"], true, "{r}");
+            assert_eq!(r[0]["leaseReleased"], true, "{r}");
+        }
+        // the same acks again, together: idempotent successes that move nothing
+        let again = join_all(
+            bodies
+                .iter()
+                .map(|body| ack_batch(&b, None, messages(body))),
+        )
+        .await;
+        for r in &again {
+            assert_eq!(r[0]["success"], true, "{r}");
+            assert_eq!(r[0]["leaseReleased"], false, "{r}");
+        }
+        for (p, m) in &by_partition {
+            let pid: uuid::Uuid = m["partitionId"].as_str().unwrap().parse().unwrap();
+            assert_eq!(
+                cursor(&client, pid, GROUP).await,
+                Some((round + 1, false)),
+                "{p}"
+            );
+            let row = client
+                .query_one(
+                    "SELECT total_consumed, batches_consumed FROM queen.log_consumers
+                     WHERE partition_id = $1 AND consumer_group = $2",
+                    &[&pid, &GROUP],
+                )
+                .await
+                .unwrap();
+            let counts: (i64, i64) = (row.get(0), row.get(1));
+            assert_eq!(counts, (round + 1, round + 1), "{p}: acked once per round");
+        }
+    }
+    assert_eq!(seen.len(), 64);
+    // every one of those pops and acks went through the flights
+    assert!(members(&b, "pop").await >= pops_before + 64.0);
+    assert!(members(&b, "ack").await >= acks_before + 64.0);
+    pop_empty(&b, &path).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grouped_acks_answer_each_member_for_itself() {
+    let (db, b) = setup().await;
+    let queue = unique("cf2");
+    fill(&b, &queue, 12, 4).await;
+    for p in 0..12 {
+        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
+        let body = pop_ok(&b, &path).await;
+        ack_batch(&b, None, messages(&body)).await;
+    }
+    let client = db.client().await.expect("db client");
+    let bodies = pop_together(&b, &pop_path(&queue, None, "batch=3"), 12).await;
+    // members 0-3 whole leases in order, 4-7 with a foreign lease id, 8-11
+    // the whole lease out of order: all sent together
+    let requests: Vec<Vec<Value>> = bodies
+        .iter()
+        .enumerate()
+        .map(|(i, body)| {
+            let mut msgs = messages(body);
+            assert_eq!(msgs.len(), 3, "{body}");
+            match i / 4 {
+                1 => msgs
+                    .iter_mut()
+                    .for_each(|m| m["leaseId"] = json!(uuid::Uuid::now_v7().to_string())),
+                2 => msgs.swap(0, 2),
+                _ => {}
+            }
+            msgs
+        })
+        .collect();
+    let answers = join_all(
+        requests
+            .iter()
+            .map(|msgs| ack_batch(&b, None, msgs.clone())),
+    )
+    .await;
+    for (i, (r, msgs)) in answers.iter().zip(&requests).enumerate() {
+        let pid: uuid::Uuid = msgs[0]["partitionId"].as_str().unwrap().parse().unwrap();
+        let outcomes = r.as_array().unwrap();
+        assert_eq!(outcomes.len(), 3, "{r}");
+        match i / 4 {
+            0 => {
+                assert!(outcomes.iter().all(|o| o["success"] == true), "{r}");
+                assert_eq!(outcomes[2]["leaseReleased"], true, "{r}");
+                assert_eq!(cursor(&client, pid, GROUP).await, Some((4, false)));
+            }
+            1 => {
+                assert!(outcomes.iter().all(|o| o["success"] == false), "{r}");
+                assert_eq!(outcomes[0]["error"], "Invalid or expired lease", "{r}");
+                assert_eq!(cursor(&client, pid, GROUP).await, Some((1, true)));
+            }
+            _ => {
+                assert!(outcomes.iter().all(|o| o["success"] == true), "{r}");
+                assert_eq!(cursor(&client, pid, GROUP).await, Some((4, false)));
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn groups_popping_together_each_get_every_partition_once() {
+    let (_db, b) = setup().await;
+    let queue = unique("cf3");
+    fill(&b, &queue, 8, 2).await;
+    let groups = ["ga", "gb"];
+    for g in groups {
+        // first contact for the group, one partition at a time
+        for p in 0..8 {
+            let path = pop_path(
+                &queue,
+                Some(&format!("p{p}")),
+                &format!("consumerGroup={g}&batch=1"),
+            );
+            let body = pop_ok(&b, &path).await;
+            ack_batch(&b, Some(g), messages(&body)).await;
+        }
+    }
+    // 8 pops of each group at once: each group gets all 8 partitions once
+    let pops = groups.iter().flat_map(|g| {
+        let path = pop_path(&queue, None, &format!("consumerGroup={g}&batch=1"));
+        (0..8).map(move |_| (g, path.clone()))
+    });
+    let bodies = join_all(pops.map(|(g, path)| {
+        let b = &b;
+        async move { (*g, pop_ok(b, &path).await) }
+    }))
+    .await;
+    for g in groups {
+        let got: BTreeSet<String> = bodies
+            .iter()
+            .filter(|(bg, _)| *bg == g)
+            .flat_map(|(_, body)| txn_ids(body))
+            .collect();
+        let want: BTreeSet<String> = (0..8).map(|p| format!("p{p}-1")).collect();
+        assert_eq!(got, want, "group {g}");
+    }
+    let answers = join_all(
+        bodies
+            .iter()
+            .map(|(g, body)| ack_batch(&b, Some(g), messages(body))),
+    )
+    .await;
+    for r in &answers {
+        assert_eq!(r[0]["success"], true, "{r}");
+        assert_eq!(r[0]["leaseReleased"], true, "{r}");
+    }
+    for g in groups {
+        pop_empty(
+            &b,
+            &pop_path(&queue, None, &format!("consumerGroup={g}&batch=1")),
+        )
+        .await;
+    }
+}
