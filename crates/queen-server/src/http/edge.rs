@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -190,18 +190,20 @@ impl HttpBody for DeadlineBody {
     }
 }
 
-/// Middleware: the request body must be complete within `limit`.
-pub async fn body_deadline(State(limit): State<Duration>, req: Request, next: Next) -> Response {
-    let (parts, body) = req.into_parts();
-    if body.is_end_stream() {
-        return next.run(Request::from_parts(parts, body)).await;
+/// A request map: the request body must be complete within `limit`.
+pub fn body_deadline(limit: Duration) -> impl Fn(Request) -> Request + Clone {
+    move |req: Request| {
+        let (parts, body) = req.into_parts();
+        if body.is_end_stream() {
+            return Request::from_parts(parts, body);
+        }
+        let body = Body::new(DeadlineBody {
+            inner: body,
+            sleep: Box::pin(tokio::time::sleep(limit)),
+            limit,
+        });
+        Request::from_parts(parts, body)
     }
-    let body = Body::new(DeadlineBody {
-        inner: body,
-        sleep: Box::pin(tokio::time::sleep(limit)),
-        limit,
-    });
-    next.run(Request::from_parts(parts, body)).await
 }
 
 /// How reading a body failed, from the error's chain.

@@ -34,6 +34,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
+use tower::util::MapRequestLayer;
 use tower::ServiceBuilder;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::limit::RequestBodyLimitLayer;
@@ -241,14 +242,11 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
                 .on_failure(()),
         )
         .layer(middleware::map_response_with_state(body_limit, json_413))
-        .layer(middleware::from_fn_with_state(
+        // plain request maps: no boxing and no clone of the inner stack per request
+        .layer(MapRequestLayer::new(edge::body_deadline(
             state.broker.config().limits.body_timeout,
-            edge::body_deadline,
-        ))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            count_requests,
-        ))
+        )))
+        .layer(MapRequestLayer::new(count_requests(state.clone())))
         .layer(middleware::from_fn_with_state(verifier, auth::authenticate))
         // innermost of the stack: the body type it hands on is one only the
         // router takes (axum's `from_fn` layers take its own body type)
@@ -319,9 +317,11 @@ async fn json_413(State(limit): State<usize>, response: Response) -> Response {
     response
 }
 
-async fn count_requests(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    app.broker.count_http_request();
-    next.run(req).await
+fn count_requests(app: AppState) -> impl Fn(Request) -> Request + Clone {
+    move |req: Request| {
+        app.broker.count_http_request();
+        req
+    }
 }
 
 async fn not_found() -> ApiError {
