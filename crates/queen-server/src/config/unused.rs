@@ -31,8 +31,8 @@ const IGNORED_PREFIXES: &[(&str, &str)] = &[
     ("QUEEN_VEGAS_", "libqueen's Vegas concurrency control; pushes here share transactions by group commit"),
     ("QUEEN_CACHE_", "the reference's distributed cache; replicas here share only PostgreSQL and the mesh hints"),
     ("QUEEN_PUSH_", "libqueen's per-operation micro-batching; pushes here share transactions by group commit"),
-    ("QUEEN_POP_", "libqueen's per-operation micro-batching; each pop here is one database call"),
-    ("QUEEN_ACK_", "libqueen's per-operation micro-batching; each ack request here is one database call"),
+    ("QUEEN_POP_", "libqueen's per-operation micro-batching; concurrent pops here can share one statement by group commit, without tuning"),
+    ("QUEEN_ACK_", "libqueen's per-operation micro-batching; concurrent acks here can share one statement by group commit, without tuning"),
     ("QUEEN_TRANSACTION_", "libqueen's per-operation micro-batching; each transaction here is one database transaction"),
     ("QUEEN_RENEW_LEASE_", "libqueen's per-operation micro-batching; each lease renewal here is one database call"),
 ];
