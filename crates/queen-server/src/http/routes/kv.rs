@@ -35,14 +35,7 @@ fn bad(reason: &str, detail: impl Into<String>) -> SurfaceError {
     SurfaceError::bad("kv_bad_request", reason, detail)
 }
 
-pub async fn kv(State(app): State<AppState>, body: Body) -> Response {
-    match run(&app, body).await {
-        Ok(r) => r,
-        Err(c) => c.into_response(),
-    }
-}
-
-async fn run(app: &AppState, body: Body) -> Result<Response, SurfaceError> {
+pub async fn kv(State(app): State<AppState>, body: Body) -> Result<Response, SurfaceError> {
     let ops = read_operations(
         body,
         app.broker.config().max_body_bytes,
