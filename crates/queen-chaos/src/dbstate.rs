@@ -187,3 +187,43 @@ pub async fn drain_state(db: &Client, queue: &str, groups: &[String]) -> Result<
         .context("check drain progress")?;
     Ok((row.get::<_, i64>(0) == 0, row.get(1)))
 }
+
+/// One message stored in a queue, read from its segments.
+#[derive(Debug, Clone)]
+pub struct QueueMessage {
+    pub partition: String,
+    pub offset: i64,
+    pub message_id: String,
+    pub txid: String,
+    pub payload: String,
+    /// The segment's `created_at`, in µs since the epoch (the database's clock).
+    pub created_us: i64,
+}
+
+/// Every message stored in `queue`, by partition name then offset.
+pub async fn queue_messages(db: &Client, queue: &str) -> Result<Vec<QueueMessage>> {
+    Ok(db
+        .query(
+            "SELECT pt.name, s.first_offset + u.n - 1, u.mid::text, u.txn, u.pl,
+                    (extract(epoch FROM s.created_at) * 1000000)::bigint
+               FROM queen.segments s
+               JOIN queen.partitions pt ON pt.id = s.partition_id
+               JOIN queen.queues q ON q.id = pt.queue_id
+               CROSS JOIN LATERAL unnest(s.message_ids, s.transaction_ids, s.payloads)
+                          WITH ORDINALITY AS u(mid, txn, pl, n)
+              WHERE q.name = $1 ORDER BY 1, 2",
+            &[&queue],
+        )
+        .await
+        .with_context(|| format!("read the messages of {queue}"))?
+        .iter()
+        .map(|r| QueueMessage {
+            partition: r.get(0),
+            offset: r.get(1),
+            message_id: r.get(2),
+            txid: r.get(3),
+            payload: r.get(4),
+            created_us: r.get(5),
+        })
+        .collect())
+}

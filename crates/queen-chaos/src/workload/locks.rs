@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context as _, Result};
+use anyhow::Result;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -307,28 +307,19 @@ async fn commit(
 
 /// Reads the guarded records stored in the lock queue.
 pub async fn snapshot(db: &tokio_postgres::Client, journal: &mut LockJournal) -> Result<()> {
-    journal.records = db
-        .query(
-            "SELECT pt.name, s.first_offset + u.n - 1, u.txn,
-                    coalesce((u.pl::jsonb ->> 'worker')::bigint, -1),
-                    coalesce((u.pl::jsonb ->> 'token')::bigint, -1)
-               FROM queen.segments s
-               JOIN queen.partitions pt ON pt.id = s.partition_id
-               JOIN queen.queues q ON q.id = pt.queue_id
-               CROSS JOIN LATERAL unnest(s.transaction_ids, s.payloads)
-                          WITH ORDINALITY AS u(txn, pl, n)
-              WHERE q.name = $1 ORDER BY 1, 2",
-            &[&LOCK_QUEUE],
-        )
-        .await
-        .context("read lock records")?
-        .iter()
-        .map(|r| LockRecord {
-            lock: r.get(0),
-            offset: r.get(1),
-            txid: r.get(2),
-            worker: r.get(3),
-            token: r.get(4),
+    journal.records = crate::dbstate::queue_messages(db, LOCK_QUEUE)
+        .await?
+        .into_iter()
+        .map(|m| {
+            let record: Value = serde_json::from_str(&m.payload).unwrap_or(Value::Null);
+            let field = |k: &str| record.get(k).and_then(Value::as_i64).unwrap_or(-1);
+            LockRecord {
+                worker: field("worker"),
+                token: field("token"),
+                lock: m.partition,
+                offset: m.offset,
+                txid: m.txid,
+            }
         })
         .collect();
     Ok(())

@@ -352,27 +352,15 @@ pub async fn drained(db: &tokio_postgres::Client) -> Result<bool> {
 
 /// Reads what fired, what is still pending and the timer dead letters.
 pub async fn snapshot(db: &tokio_postgres::Client, journal: &mut TimerJournal) -> Result<()> {
-    journal.fired = db
-        .query(
-            "SELECT pt.name, s.first_offset + u.n - 1, u.txn, u.mid::text,
-                    (extract(epoch FROM s.created_at) * 1000000)::bigint
-               FROM queen.segments s
-               JOIN queen.partitions pt ON pt.id = s.partition_id
-               JOIN queen.queues q ON q.id = pt.queue_id
-               CROSS JOIN LATERAL unnest(s.message_ids, s.transaction_ids)
-                          WITH ORDINALITY AS u(mid, txn, n)
-              WHERE q.name = $1 ORDER BY 1, 2",
-            &[&TIMER_QUEUE],
-        )
-        .await
-        .context("read fired timers")?
-        .iter()
-        .map(|r| FiredRow {
-            partition: r.get(0),
-            offset: r.get(1),
-            txn: r.get(2),
-            message_id: r.get(3),
-            created_us: r.get(4),
+    journal.fired = crate::dbstate::queue_messages(db, TIMER_QUEUE)
+        .await?
+        .into_iter()
+        .map(|m| FiredRow {
+            partition: m.partition,
+            offset: m.offset,
+            txn: m.txid,
+            message_id: m.message_id,
+            created_us: m.created_us,
         })
         .collect();
     journal.pending = db
