@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use serde_json::value::RawValue;
+use uuid::Uuid;
 
 /// Every error answer of API v1: `{"error": "..."}` with a 4xx/5xx status.
 #[derive(Debug, Clone, Serialize)]
@@ -50,46 +51,53 @@ pub enum PushResult {
 }
 
 /// A message as a pop delivers it: exactly the ten fields of the contract plus `queue`.
-#[derive(Debug, Clone, Serialize)]
+///
+/// It borrows from the claimed messages, so an answer of a hundred messages
+/// is written without copying a string of it first. The ids serialize as
+/// their lowercase hyphenated text (`Uuid`'s `Serialize`, which is its
+/// `to_string()`), `data` as the stored JSON text itself.
+#[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PoppedMessage {
-    pub id: String,
-    pub transaction_id: String,
-    pub trace_id: Option<String>,
-    pub data: Box<RawValue>,
-    pub producer_sub: Option<String>,
-    pub created_at: String,
-    pub partition_id: String,
-    pub partition: String,
-    pub lease_id: String,
-    pub consumer_group: String,
-    pub queue: String,
+pub struct PoppedMessage<'a> {
+    pub id: Uuid,
+    pub transaction_id: &'a str,
+    pub trace_id: Option<Uuid>,
+    pub data: &'a RawValue,
+    pub producer_sub: Option<&'a str>,
+    /// `YYYY-MM-DDTHH:MM:SS.ffffffZ` ([`crate::time::format_micros`]).
+    pub created_at: &'a str,
+    pub partition_id: Uuid,
+    pub partition: &'a str,
+    pub lease_id: &'a str,
+    pub consumer_group: &'a str,
+    pub queue: &'a str,
 }
 
 /// The body of a pop that returns at least one message.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PopResponse {
+pub struct PopResponse<'a> {
     pub success: bool,
-    pub queue: String,
-    pub partition: String,
-    pub partition_id: String,
-    pub lease_id: String,
-    pub consumer_group: String,
+    pub queue: &'a str,
+    pub partition: &'a str,
+    pub partition_id: Uuid,
+    pub lease_id: &'a str,
+    pub consumer_group: &'a str,
     pub partitions_claimed: usize,
-    pub messages: Vec<PoppedMessage>,
+    pub messages: Vec<PoppedMessage<'a>>,
 }
 
-/// One element of the array `/ack` and `/ack/batch` answer with.
-#[derive(Debug, Clone, Serialize)]
+/// One element of the array `/ack` and `/ack/batch` answer with, borrowing
+/// from the request and the store's outcomes.
+#[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AckResult {
+pub struct AckResult<'a> {
     pub index: usize,
-    pub transaction_id: String,
+    pub transaction_id: &'a str,
     pub success: bool,
-    pub error: Option<String>,
-    pub queue_name: Option<String>,
-    pub partition_name: Option<String>,
+    pub error: Option<&'a str>,
+    pub queue_name: Option<&'a str>,
+    pub partition_name: Option<&'a str>,
     pub lease_released: bool,
     pub dlq: bool,
 }

@@ -21,6 +21,15 @@ pub fn payload_json(text: String) -> Box<RawValue> {
     })
 }
 
+/// [`payload_json`] without the copy: the stored text itself when it is
+/// JSON (surrounding whitespace left out, as `payload_json` does), else `null`.
+pub fn payload_raw(text: &str) -> &RawValue {
+    serde_json::from_str::<&RawValue>(text).unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "stored payload is not JSON; answered as null");
+        RawValue::NULL
+    })
+}
+
 pub async fn list(
     State(app): State<AppState>,
     Query(q): Query<Params>,
