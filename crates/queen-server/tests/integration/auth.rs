@@ -391,3 +391,83 @@ async fn jwks_keys_verify_tokens_by_kid_and_follow_rotation() {
     assert_eq!(get(eddsa(ED_PRIVATE, "a")).await.0, StatusCode::OK);
     assert_eq!(get(hs).await.0, StatusCode::OK);
 }
+
+/// The whole text of a pop answer, byte for byte: key order, escapes, a
+/// trace id and a missing one (`null`), the producer's subject, the stored
+/// payload text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_answer_is_exactly_this_text() {
+    let (_db, b) = setup_with(&[
+        ("JWT_ENABLED", "true"),
+        ("JWT_SECRET", SECRET),
+        ("JWT_ISSUER", "queen-tests"),
+    ])
+    .await;
+    let writer = hs256(
+        json!({"sub": "svc-\"o\"", "role": "read-write", "iss": "queen-tests",
+        "exp": now() + 600}),
+    );
+    let q = unique("exact");
+    let trace = uuid::Uuid::now_v7().to_string();
+    let (status, pushed) = call(
+        &b,
+        reqwest::Method::POST,
+        "/api/v1/push",
+        Some(&writer),
+        Some(json!({"items": [
+            {"queue": q, "partition": "p \"1\"", "transactionId": "full-1", "traceId": trace,
+             "payload": {"a": [1, "x", null], "b": {"c": "é\n"}}},
+            {"queue": q, "partition": "p \"1\"", "transactionId": "full-\"2\"\\é",
+             "payload": "text"}
+        ]})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{pushed}");
+    let resp = b
+        .http
+        .get(b.url(&pop_path(&q, None, "batch=10&consumerGroup=g")))
+        .bearer_auth(&writer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    assert_eq!(resp.headers()["content-type"], "application/json");
+    let text = resp.text().await.unwrap();
+    let body: Value = serde_json::from_str(&text).unwrap();
+    let lease = body["leaseId"].as_str().unwrap();
+    let partition = pushed[0]["partition_id"].as_str().unwrap();
+    let (id1, id2) = (
+        pushed[0]["message_id"].as_str().unwrap(),
+        pushed[1]["message_id"].as_str().unwrap(),
+    );
+    let created: Vec<&str> = (0..2)
+        .map(|i| body["messages"][i]["createdAt"].as_str().unwrap())
+        .collect();
+    for c in &created {
+        assert!(is_utc_timestamp(c, 6), "createdAt {c}");
+    }
+    let tail = format!(
+        r#""partitionId":"{partition}","partition":"p \"1\"","leaseId":"{lease}","consumerGroup":"g","queue":"{q}"}}"#
+    );
+    let expected = format!(
+        concat!(
+            r#"{{"success":true,"queue":"{q}","partition":"p \"1\"","partitionId":"{partition}","#,
+            r#""leaseId":"{lease}","consumerGroup":"g","partitionsClaimed":1,"messages":["#,
+            r#"{{"id":"{id1}","transactionId":"full-1","traceId":"{trace}","#,
+            r#""data":{{"a":[1,"x",null],"b":{{"c":"é\n"}}}},"producerSub":"svc-\"o\"","#,
+            r#""createdAt":"{c1}",{tail},"#,
+            r#"{{"id":"{id2}","transactionId":"full-\"2\"\\é","traceId":null,"data":"text","#,
+            r#""producerSub":"svc-\"o\"","createdAt":"{c2}",{tail}]}}"#
+        ),
+        q = q,
+        partition = partition,
+        lease = lease,
+        id1 = id1,
+        id2 = id2,
+        trace = trace,
+        c1 = created[0],
+        c2 = created[1],
+        tail = tail,
+    );
+    assert_eq!(text, expected);
+}
