@@ -102,6 +102,135 @@ pub struct AckResult<'a> {
     pub dlq: bool,
 }
 
+impl PopResponse<'_> {
+    /// Appends the answer's JSON to `out`: the bytes its `Serialize` gives
+    /// through `serde_json` (a test holds them equal), written without
+    /// escaping the fixed keys, ids and timestamps one byte at a time.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"success\":");
+        push_bool(out, self.success);
+        out.extend_from_slice(b",\"queue\":");
+        push_str(out, self.queue);
+        out.extend_from_slice(b",\"partition\":");
+        push_str(out, self.partition);
+        out.extend_from_slice(b",\"partitionId\":");
+        push_uuid(out, self.partition_id);
+        out.extend_from_slice(b",\"leaseId\":");
+        push_str(out, self.lease_id);
+        out.extend_from_slice(b",\"consumerGroup\":");
+        push_str(out, self.consumer_group);
+        out.extend_from_slice(b",\"partitionsClaimed\":");
+        push_usize(out, self.partitions_claimed);
+        out.extend_from_slice(b",\"messages\":[");
+        for (i, m) in self.messages.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            m.write_json(out);
+        }
+        out.extend_from_slice(b"]}");
+    }
+}
+
+impl PoppedMessage<'_> {
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"id\":");
+        push_uuid(out, self.id);
+        out.extend_from_slice(b",\"transactionId\":");
+        push_str(out, self.transaction_id);
+        out.extend_from_slice(b",\"traceId\":");
+        match self.trace_id {
+            Some(t) => push_uuid(out, t),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(b",\"data\":");
+        out.extend_from_slice(self.data.get().as_bytes());
+        out.extend_from_slice(b",\"producerSub\":");
+        push_opt_str(out, self.producer_sub);
+        out.extend_from_slice(b",\"createdAt\":");
+        push_str(out, self.created_at);
+        out.extend_from_slice(b",\"partitionId\":");
+        push_uuid(out, self.partition_id);
+        out.extend_from_slice(b",\"partition\":");
+        push_str(out, self.partition);
+        out.extend_from_slice(b",\"leaseId\":");
+        push_str(out, self.lease_id);
+        out.extend_from_slice(b",\"consumerGroup\":");
+        push_str(out, self.consumer_group);
+        out.extend_from_slice(b",\"queue\":");
+        push_str(out, self.queue);
+        out.push(b'}');
+    }
+}
+
+impl AckResult<'_> {
+    /// Appends the JSON array of `results` to `out`, the bytes their
+    /// `Serialize` gives through `serde_json` (see [`PopResponse::write_json`]).
+    pub fn write_json_array(results: &[Self], out: &mut Vec<u8>) {
+        out.push(b'[');
+        for (i, r) in results.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(b"{\"index\":");
+            push_usize(out, r.index);
+            out.extend_from_slice(b",\"transactionId\":");
+            push_str(out, r.transaction_id);
+            out.extend_from_slice(b",\"success\":");
+            push_bool(out, r.success);
+            out.extend_from_slice(b",\"error\":");
+            push_opt_str(out, r.error);
+            out.extend_from_slice(b",\"queueName\":");
+            push_opt_str(out, r.queue_name);
+            out.extend_from_slice(b",\"partitionName\":");
+            push_opt_str(out, r.partition_name);
+            out.extend_from_slice(b",\"leaseReleased\":");
+            push_bool(out, r.lease_released);
+            out.extend_from_slice(b",\"dlq\":");
+            push_bool(out, r.dlq);
+            out.push(b'}');
+        }
+        out.push(b']');
+    }
+}
+
+/// A JSON string as `serde_json` writes it: as is between quotes unless it
+/// holds a byte `serde_json` escapes (a quote, a backslash, a control
+/// character), then through `serde_json` itself.
+fn push_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        serde_json::to_writer(&mut *out, s).expect("a string serializes into a Vec");
+    } else {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    }
+}
+
+fn push_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => push_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// Lowercase hyphenated, as `Uuid`'s `Serialize` writes it.
+fn push_uuid(out: &mut Vec<u8>, id: Uuid) {
+    let mut buf = Uuid::encode_buffer();
+    out.push(b'"');
+    out.extend_from_slice(id.hyphenated().encode_lower(&mut buf).as_bytes());
+    out.push(b'"');
+}
+
+fn push_bool(out: &mut Vec<u8>, b: bool) {
+    out.extend_from_slice(if b { b"true" } else { b"false" });
+}
+
+fn push_usize(out: &mut Vec<u8>, n: usize) {
+    serde_json::to_writer(&mut *out, &n).expect("a number serializes into a Vec");
+}
+
 /// The one element of the array `/lease/:id/extend` answers with.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -113,4 +242,100 @@ pub struct LeaseExtendResult {
     pub expires_at: Option<String>,
     pub new_expires_at: Option<String>,
     pub renewed: i32,
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn uuid() -> impl Strategy<Value = Uuid> {
+        any::<u128>().prop_map(Uuid::from_u128)
+    }
+
+    /// Strings of every kind: plain, escapes, controls, non-ASCII.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z0-9_.-]{0,12}",
+            any::<String>(),
+            "[\\x00-\\x7f]{0,8}",
+            "(\"|\\\\|\\n|é|\\u{2028}|\\u{7f}|x){0,6}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn the_pop_writer_writes_what_serde_json_writes(
+            ids in prop::collection::vec((uuid(), prop::option::of(uuid()), uuid()), 1..4),
+            strings in prop::collection::vec(text(), 10),
+            sub in prop::option::of(text()),
+            payload in prop_oneof![Just("null"), Just("{\"a\":[1,\"x\"]}"), Just("\"s\\u0000\"")],
+            claimed in any::<usize>(),
+            success in any::<bool>(),
+        ) {
+            let data: &RawValue = serde_json::from_str(payload).unwrap();
+            let messages: Vec<PoppedMessage<'_>> = ids
+                .iter()
+                .map(|&(id, trace_id, partition_id)| PoppedMessage {
+                    id,
+                    transaction_id: &strings[0],
+                    trace_id,
+                    data,
+                    producer_sub: sub.as_deref(),
+                    created_at: &strings[1],
+                    partition_id,
+                    partition: &strings[2],
+                    lease_id: &strings[3],
+                    consumer_group: &strings[4],
+                    queue: &strings[5],
+                })
+                .collect();
+            let answer = PopResponse {
+                success,
+                queue: &strings[6],
+                partition: &strings[7],
+                partition_id: ids[0].2,
+                lease_id: &strings[8],
+                consumer_group: &strings[9],
+                partitions_claimed: claimed,
+                messages,
+            };
+            let mut written = Vec::new();
+            answer.write_json(&mut written);
+            prop_assert_eq!(
+                String::from_utf8(written).unwrap(),
+                serde_json::to_string(&answer).unwrap()
+            );
+        }
+
+        #[test]
+        fn the_ack_writer_writes_what_serde_json_writes(
+            rows in prop::collection::vec(
+                (any::<usize>(), text(), any::<bool>(), prop::option::of(text()),
+                 prop::option::of(text()), prop::option::of(text()), any::<bool>(), any::<bool>()),
+                0..4,
+            ),
+        ) {
+            let results: Vec<AckResult<'_>> = rows
+                .iter()
+                .map(|r| AckResult {
+                    index: r.0,
+                    transaction_id: &r.1,
+                    success: r.2,
+                    error: r.3.as_deref(),
+                    queue_name: r.4.as_deref(),
+                    partition_name: r.5.as_deref(),
+                    lease_released: r.6,
+                    dlq: r.7,
+                })
+                .collect();
+            let mut written = Vec::new();
+            AckResult::write_json_array(&results, &mut written);
+            prop_assert_eq!(
+                String::from_utf8(written).unwrap(),
+                serde_json::to_string(&results).unwrap()
+            );
+        }
+    }
 }

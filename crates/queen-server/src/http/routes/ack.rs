@@ -70,7 +70,9 @@ async fn respond(app: &AppState, req: AckRequest) -> Result<Response, ApiError> 
             }
         })
         .collect();
-    Ok(super::pop::json_sized(&results, size))
+    let mut body = Vec::with_capacity(size);
+    AckResult::write_json_array(&results, &mut body);
+    Ok(super::pop::json_body(body))
 }
 
 /// Bytes of an ack result besides its strings (keys, literals, the index),
@@ -448,7 +450,9 @@ mod tests {
             })
             .collect();
         let before = axum::Json(&owned).into_response();
-        let after = super::super::pop::json_sized(&borrowed, 4);
+        let mut body = Vec::new();
+        AckResult::write_json_array(&borrowed, &mut body);
+        let after = super::super::pop::json_body(body);
         assert_eq!(before.status(), after.status());
         assert_eq!(before.headers(), after.headers());
         let before = axum::body::to_bytes(before.into_body(), usize::MAX)

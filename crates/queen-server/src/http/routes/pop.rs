@@ -20,7 +20,6 @@ use crate::http::body::{query_bool, query_str, query_u64, Query as Params};
 use crate::http::error::ApiError;
 use crate::http::record_target;
 use crate::store::ClaimedMessage;
-use serde::Serialize;
 
 /// Longest accepted long-poll budget (10 minutes); longer requests are clamped.
 const MAX_WAIT_MS: u64 = 600_000;
@@ -106,7 +105,7 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
     }
 }
 
-/// The 200 answer of a pop: serialized straight from the claimed messages
+/// The 200 answer of a pop: written straight from the claimed messages
 /// (borrowed, nothing copied first) into a buffer sized for it up front.
 /// `messages` is not empty.
 fn answer(
@@ -156,19 +155,19 @@ fn answer(
         })
         .collect();
     let first = &messages[0];
-    json_sized(
-        &PopResponse {
-            success: true,
-            queue,
-            partition: &first.partition_name,
-            partition_id: first.partition_id,
-            lease_id,
-            consumer_group: group,
-            partitions_claimed,
-            messages: popped,
-        },
-        size,
-    )
+    let mut body = Vec::with_capacity(size);
+    PopResponse {
+        success: true,
+        queue,
+        partition: &first.partition_name,
+        partition_id: first.partition_id,
+        lease_id,
+        consumer_group: group,
+        partitions_claimed,
+        messages: popped,
+    }
+    .write_json(&mut body);
+    json_body(body)
 }
 
 /// Bytes of a popped message besides its strings: the keys, quotes and
@@ -176,30 +175,16 @@ fn answer(
 /// so that escapes rarely make the buffer grow.
 const MESSAGE_OVERHEAD: usize = 400;
 
-/// What `axum::Json` answers (the same `content-type`, the same 500 if
-/// serializing fails), but written into a buffer of `capacity` bytes
-/// instead of one that starts at 128 and doubles its way up.
-pub(super) fn json_sized<T: Serialize>(value: &T, capacity: usize) -> Response {
-    let mut buf = Vec::with_capacity(capacity);
-    match serde_json::to_writer(&mut buf, value) {
-        Ok(()) => (
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/json"),
-            )],
-            Bytes::from(buf),
-        )
-            .into_response(),
-        Err(err) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            [(
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("text/plain; charset=utf-8"),
-            )],
-            err.to_string(),
-        )
-            .into_response(),
-    }
+/// A 200 answer of JSON text, with the `content-type` `axum::Json` gives.
+pub(super) fn json_body(body: Vec<u8>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        Bytes::from(body),
+    )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -207,6 +192,8 @@ mod tests {
     use axum::body::to_bytes;
     use serde_json::value::RawValue;
     use uuid::Uuid;
+
+    use serde::Serialize;
 
     use super::*;
 
