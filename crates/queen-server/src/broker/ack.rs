@@ -26,19 +26,25 @@ impl Broker {
                 .inc();
         }
         let outcomes = acked.outcomes;
+        // counted per result, one label lookup each rather than one per item
+        let mut counts = [0u64; 3];
         for o in &outcomes {
-            let result = match (o.success, o.dlq) {
-                (true, true) => "dlq",
-                (true, false) => "success",
-                (false, _) => "failed",
-            };
-            self.metrics.acks.with_label_values(&[result]).inc();
+            counts[match (o.success, o.dlq) {
+                (true, true) => 0,
+                (true, false) => 1,
+                (false, _) => 2,
+            }] += 1;
             if let (true, Some(q), Some(p)) = (
                 o.lease_released,
                 o.queue_name.as_deref(),
                 o.partition_name.as_deref(),
             ) {
                 self.announce_partition_free(q, p, req.group.as_str());
+            }
+        }
+        for (result, n) in ["dlq", "success", "failed"].into_iter().zip(counts) {
+            if n > 0 {
+                self.metrics.acks.with_label_values(&[result]).inc_by(n);
             }
         }
         Ok(outcomes)

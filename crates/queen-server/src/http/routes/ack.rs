@@ -146,7 +146,8 @@ fn any_batch(bytes: &[u8]) -> Result<AckRequest, ApiError> {
 /// Anything else goes to [`any_batch`], which answers it as it always has
 /// (error texts included).
 fn plain_batch(bytes: &[u8]) -> Option<AckRequest> {
-    let body: PlainBatch<'_> = serde_json::from_slice(bytes).ok()?;
+    // UTF-8 checked once for the whole body, not string by string
+    let body: PlainBatch<'_> = serde_json::from_str(std::str::from_utf8(bytes).ok()?).ok()?;
     let group = body.consumer_group;
     if !fits("consumerGroup", group) {
         return None;
@@ -387,6 +388,13 @@ mod tests {
         for body in &bodies {
             assert!(!same(body), "short path taken for {body}");
         }
+        // a body that is not UTF-8
+        let mut bytes =
+            format!(r#"{{"acknowledgments":[{{"transactionId":"t","partitionId":"{P}"}}]}}"#)
+                .into_bytes();
+        bytes[38] = 0xff; // the "t"
+        assert!(plain_batch(&bytes).is_none());
+        assert!(any_batch(&bytes).is_err());
         // and the general path still answers them as before, e.g.
         assert!(any_batch(bodies[0].as_bytes()).is_err());
         assert!(any_batch(bodies[8].as_bytes()).is_ok());
