@@ -75,9 +75,10 @@ pub(super) enum PopAnswer {
     /// It leased a partition to the pop and could hand the range out as read.
     Claimed(Claim),
     /// No free hinted partition with work was left for it in the statement's
-    /// snapshot (fewer than the pops, or released by a flight still
-    /// committing): worth one more flight before `queen.pop_queue`.
-    NoPartition,
+    /// snapshot. `released`: the same statement released leases, which its
+    /// pops could not see, so one more flight is worth trying before
+    /// `queen.pop_queue`.
+    NoPartition { released: bool },
     /// The range had a hole or an offset deleted one by one; its lease was
     /// cleared again and `queen.pop_queue` answers the pop.
     Irregular,
@@ -148,7 +149,9 @@ impl Fly for ConsumeFly {
             let mut out: Vec<ConsumeResp> = reqs
                 .iter()
                 .map(|r| match r {
-                    ConsumeReq::Pop(_) => ConsumeResp::Pop(PopAnswer::NoPartition),
+                    ConsumeReq::Pop(_) => ConsumeResp::Pop(PopAnswer::NoPartition {
+                        released: !acks.order.is_empty(),
+                    }),
                     ConsumeReq::Ack(_) => ConsumeResp::Ack(None),
                 })
                 .collect();

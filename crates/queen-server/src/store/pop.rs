@@ -15,7 +15,7 @@ use super::op::{with_op, DbOp};
 use super::{col, QueueRow, Store, StoreError};
 
 /// Flights a hinted pop tries before `queen.pop_queue` when they find no
-/// free partition for it.
+/// free partition for it while releasing some (see `PopAnswer::NoPartition`).
 const HINTED_FLIGHTS: usize = 2;
 
 /// What a pop asks for; the queue's own options supply delay, window and lease time.
@@ -76,8 +76,8 @@ impl Store {
     /// Claims messages for a consumer group; see `queen.claim_partition`/`queen.pop_queue`.
     pub async fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         if hinted_applies(req) {
-            // a pop the statement found no partition for rides the next
-            // flight once, which sees what the acks of this one released
+            // a pop the statement found no partition for while its acks
+            // released some rides the next flight once, which sees them
             for _ in 0..HINTED_FLIGHTS {
                 let member = PopMember {
                     key: PopKey {
@@ -92,8 +92,10 @@ impl Store {
                 };
                 match self.consume_flights.call(ConsumeReq::Pop(member)).await? {
                     ConsumeResp::Pop(PopAnswer::Claimed(claim)) => return Ok(claim),
-                    ConsumeResp::Pop(PopAnswer::NoPartition) => continue,
-                    ConsumeResp::Pop(PopAnswer::Irregular) | ConsumeResp::Ack(_) => break,
+                    ConsumeResp::Pop(PopAnswer::NoPartition { released: true }) => continue,
+                    ConsumeResp::Pop(PopAnswer::NoPartition { released: false })
+                    | ConsumeResp::Pop(PopAnswer::Irregular)
+                    | ConsumeResp::Ack(_) => break,
                 }
             }
         }
