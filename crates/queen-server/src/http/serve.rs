@@ -204,6 +204,12 @@ async fn linger(mut stream: TcpStream) {
 
 /// The JSON answer standing for hyper's automatic error answer `buf`, if it is one.
 pub fn json_for_automatic_error(buf: &[u8]) -> Option<Vec<u8>> {
+    // most writes are the router's answers: refuse them on their first bytes
+    // (an error status, a head alone) before looking for the head's end
+    let error_status = buf.len() >= 12 && matches!(buf[9], b'4' | b'5');
+    if !error_status || !buf.ends_with(b"\r\n\r\n") {
+        return None;
+    }
     let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
     if head_end != buf.len() || buf.len() < 12 {
         return None;
