@@ -30,13 +30,15 @@ pub mod routes;
 pub mod serve;
 pub mod surface_error;
 
+use std::convert::Infallible;
+
 use axum::body::Body;
-use axum::extract::Request;
-use axum::http::Response;
+use axum::http::{Request, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
+use hyper::body::Incoming;
 use tower::util::{MapRequestLayer, MapResponseLayer};
-use tower::ServiceBuilder;
+use tower::{Service, ServiceBuilder};
 use tower_http::limit::RequestBodyLimitLayer;
 
 use crate::app::AppState;
@@ -48,8 +50,34 @@ use routes::{
 use routes::{ephemeral, reads};
 use routes::{kv, locks, timers};
 
+/// What a connection is served by: the router of every route with its
+/// layers (see the module docs), taking hyper's requests as they come.
+pub trait HttpService:
+    Service<
+        Request<Incoming>,
+        Response = Response<Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> HttpService for S where
+    S: Service<
+            Request<Incoming>,
+            Response = Response<Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
 /// Builds the router of every route with its layers (see the module docs).
-pub fn router(state: AppState) -> anyhow::Result<Router> {
+pub fn router(state: AppState) -> anyhow::Result<impl HttpService> {
     let body_limit = state.broker.config().max_body_bytes;
     let auth = &state.broker.config().auth;
     let verifier = if auth.enabled {
@@ -213,7 +241,12 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
     // box, for every request (about 40 % of a one-message push's broker CPU).
     // They are plain services (`layers.rs`, tower-http's body limit, request
     // maps): no boxed future and no clone of the stack below per request.
+    // hyper's connection serves this stack itself (cloned per request: a few
+    // reference counts), not an outer `Router` holding it as its fallback
     let layered = ServiceBuilder::new()
+        .layer(MapRequestLayer::new(|req: Request<Incoming>| {
+            req.map(Body::new)
+        }))
         .layer(layers::EdgeLayer::new(body_limit))
         .layer(MapRequestLayer::new(edge::body_deadline(
             state.broker.config().limits.body_timeout,
@@ -227,12 +260,12 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         // router takes
         .layer(RequestBodyLimitLayer::new(body_limit))
         .service(routes);
-    Ok(Router::new().fallback_service(layered))
+    Ok(layered)
 }
 
 /// The span of one request; handlers fill in `queue.name`, `partition.name`
 /// and `consumer_group` when they know them ([`record_target`]).
-pub(crate) fn request_span(req: &Request) -> tracing::Span {
+pub(crate) fn request_span<B>(req: &Request<B>) -> tracing::Span {
     tracing::info_span!(
         "http.request",
         http.method = %req.method(),
@@ -258,8 +291,8 @@ pub fn record_target(queue: Option<&str>, partition: Option<&str>, group: Option
     }
 }
 
-fn count_requests(app: AppState) -> impl Fn(Request) -> Request + Clone {
-    move |req: Request| {
+fn count_requests(app: AppState) -> impl Fn(Request<Body>) -> Request<Body> + Clone {
+    move |req: Request<Body>| {
         app.broker.count_http_request();
         req
     }

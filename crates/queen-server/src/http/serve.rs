@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -30,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::conn_clock::{ConnTimer, SharedActivity};
+use super::HttpService;
 use crate::config::LimitsConfig;
 
 /// Connections over the cap answered 503 at once; beyond, they are closed unanswered.
@@ -41,7 +41,7 @@ const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 /// every connection finish its request in flight, and returns.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    router: impl HttpService,
     limits: LimitsConfig,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
