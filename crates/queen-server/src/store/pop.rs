@@ -1,15 +1,16 @@
 //! Pop: claiming a leased batch with `queen.claim_partition` (one partition)
 //! or `queen.pop_queue` (wildcard, hint list first), and extending leases.
 //! The common wildcard pop (hints known, one partition, no delay, window or
-//! auto-ack) first tries one prepared statement, `sql/statements/pop_hinted.sql`,
-//! that claims and reads the range as stored, shared by the pops waiting at
-//! the same moment (consumer group commit, `flights.rs` and `consume.rs`).
+//! auto-ack) first tries one prepared statement, `sql/statements/consume_flight.sql`,
+//! that claims and reads the range as stored, shared by the pops and acks
+//! waiting at the same moment (consumer group commit, `flights.rs` and
+//! `consume.rs`).
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::consume::{PopKey, PopMember};
+use super::consume::{ConsumeReq, ConsumeResp, PopKey, PopMember};
 use super::op::{with_op, DbOp};
 use super::{col, QueueRow, Store, StoreError};
 
@@ -40,7 +41,7 @@ pub struct Claim {
     pub messages: Vec<ClaimedMessage>,
     /// Wildcard pops: hinted partitions with nothing past the group's cursor.
     pub drained_hints: Vec<String>,
-    /// Claimed by the one-statement path (`sql/statements/pop_hinted.sql`).
+    /// Claimed by the one-statement path (`sql/statements/consume_flight.sql`).
     pub by_statement: bool,
 }
 
@@ -82,7 +83,9 @@ impl Store {
                 },
                 lease_id: req.lease_id,
             };
-            if let Some(claim) = self.pop_flights.call(member).await? {
+            if let ConsumeResp::Pop(Some(claim)) =
+                self.consume_flights.call(ConsumeReq::Pop(member)).await?
+            {
                 return Ok(claim);
             }
         }
@@ -176,7 +179,7 @@ impl Store {
     }
 }
 
-/// Whether a wildcard pop may try `pop_hinted.sql` first: the conditions that
+/// Whether a wildcard pop may try `consume_flight.sql` first: the conditions that
 /// statement leaves to `queen.pop_queue` are all known before the call.
 fn hinted_applies(req: &ClaimRequest<'_>) -> bool {
     let o = &req.queue.options;
