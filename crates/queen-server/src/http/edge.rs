@@ -303,6 +303,25 @@ mod tests {
     }
 
     #[test]
+    fn only_escaped_parts_are_copied() {
+        assert!(matches!(decode("plain-name", false), Cow::Borrowed(_)));
+        assert!(matches!(decode("a+b", false), Cow::Borrowed(_)));
+        assert_eq!(&*decode("a+b", true), b"a b");
+        assert_eq!(&*decode("a%00b", false), b"a\0b");
+        assert!(is_refused(&decode("a%00b", false)));
+        assert!(is_refused(&decode("%ff", true)));
+        assert!(!is_refused(&decode("caf%C3%A9", false)));
+        // lengths count characters, and short parts are not counted at all
+        let e = "é".repeat(200);
+        assert!(too_long("queue", e.as_bytes(), 255).is_none());
+        let long = "é".repeat(256);
+        assert_eq!(
+            too_long("queue", long.as_bytes(), 255).unwrap().message,
+            "queue must be at most 255 characters"
+        );
+    }
+
+    #[test]
     fn target_problems_name_the_part() {
         assert!(target_problem("group", b"ok").is_none());
         assert_eq!(

@@ -364,3 +364,57 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn preflights_and_answers_carry_the_reference_headers() {
+        let p = preflight();
+        assert_eq!(p.status(), StatusCode::NO_CONTENT);
+        let names: Vec<&str> = p.headers().keys().map(|k| k.as_str()).collect();
+        // tower-http's order, which the wire comparison of the change checked
+        assert_eq!(
+            names,
+            [
+                "vary",
+                "access-control-max-age",
+                "access-control-allow-origin",
+                "access-control-allow-methods",
+                "access-control-allow-headers",
+            ]
+        );
+        let mut answer = Response::new(Body::empty());
+        answer
+            .headers_mut()
+            .insert(header::VARY, HeaderValue::from_static("accept"));
+        answer.headers_mut().insert(
+            header::ACCESS_CONTROL_ALLOW_ORIGIN,
+            HeaderValue::from_static("x"),
+        );
+        let answer = with_cors(answer);
+        let h = answer.headers();
+        // a handler's `vary` is kept, its allowed origin replaced
+        let vary: Vec<_> = h.get_all(header::VARY).iter().collect();
+        assert_eq!(vary, [&HeaderValue::from_static("accept"), &VARY]);
+        assert_eq!(h[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+        assert_eq!(
+            h[header::ACCESS_CONTROL_ALLOW_METHODS],
+            "GET, POST, PUT, DELETE, OPTIONS"
+        );
+        assert_eq!(
+            h[header::ACCESS_CONTROL_ALLOW_HEADERS],
+            "Content-Type, Authorization"
+        );
+    }
+
+    #[test]
+    fn plain_413s_become_json() {
+        let mut plain = Response::new(Body::from("length limit exceeded"));
+        *plain.status_mut() = StatusCode::PAYLOAD_TOO_LARGE;
+        let answer = json_413(plain, 1024);
+        assert!(edge::is_json(&answer));
+        assert_eq!(answer.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+}
