@@ -61,16 +61,26 @@ pub(super) enum ConsumeReq {
     Ack(AckMember),
 }
 
-/// Its answer. A pop: `Some` for a member the statement leased a partition
-/// to and could hand out as read; `None` (no partition left for it, or a
-/// range with a hole or a deleted offset, whose lease is cleared again)
-/// sends the pop to `queen.pop_queue`. An ack: `Some` when the statement
-/// applied it, `None` when it is anything else (then `queen.ack_batch`
-/// answers it).
+/// Its answer. An ack: `Some` when the statement applied it, `None` when it
+/// is anything else (then `queen.ack_batch` answers it).
 #[derive(Debug)]
 pub(super) enum ConsumeResp {
-    Pop(Option<Claim>),
+    Pop(PopAnswer),
     Ack(Option<LeaseAcked>),
+}
+
+/// What the statement did for one pop.
+#[derive(Debug)]
+pub(super) enum PopAnswer {
+    /// It leased a partition to the pop and could hand the range out as read.
+    Claimed(Claim),
+    /// No free hinted partition with work was left for it in the statement's
+    /// snapshot (fewer than the pops, or released by a flight still
+    /// committing): worth one more flight before `queen.pop_queue`.
+    NoPartition,
+    /// The range had a hole or an offset deleted one by one; its lease was
+    /// cleared again and `queen.pop_queue` answers the pop.
+    Irregular,
 }
 
 /// The flight: pops of one key and acks of any queue and group.
@@ -138,7 +148,7 @@ impl Fly for ConsumeFly {
             let mut out: Vec<ConsumeResp> = reqs
                 .iter()
                 .map(|r| match r {
-                    ConsumeReq::Pop(_) => ConsumeResp::Pop(None),
+                    ConsumeReq::Pop(_) => ConsumeResp::Pop(PopAnswer::NoPartition),
                     ConsumeReq::Ack(_) => ConsumeResp::Ack(None),
                 })
                 .collect();
@@ -147,7 +157,8 @@ impl Fly for ConsumeFly {
                 let kind: &str = col(&rows[at], "kind")?;
                 let member: i64 = col(&rows[at], "member")?;
                 let mut end = at + 1;
-                while end < rows.len() && col::<i64>(&rows[end], "member")? == member
+                while end < rows.len()
+                    && col::<i64>(&rows[end], "member")? == member
                     && col::<&str>(&rows[end], "kind")? == kind
                 {
                     end += 1;
@@ -170,7 +181,7 @@ impl Fly for ConsumeFly {
                 let member_rows = &rows[at..end];
                 match messages_from_segments(member_rows)? {
                     Some(messages) => {
-                        out[index] = ConsumeResp::Pop(Some(Claim {
+                        out[index] = ConsumeResp::Pop(PopAnswer::Claimed(Claim {
                             messages,
                             drained_hints: Vec::new(),
                             by_statement: true,
@@ -187,6 +198,7 @@ impl Fly for ConsumeFly {
                         client
                             .execute(&stmt, &[&partition_id, &pop.key.group, &pop.lease_id])
                             .await?;
+                        out[index] = ConsumeResp::Pop(PopAnswer::Irregular);
                     }
                 }
                 at = end;

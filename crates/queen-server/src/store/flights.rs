@@ -233,8 +233,7 @@ async fn run<F: Fly>(
         }
         if in_air.len() < limits.inflight {
             if let Some(key) = next_key::<F>(&waiting, &in_air, limits.second) {
-                let members =
-                    take_flight::<F>(&mut waiting, key.as_ref(), limits.members.max(1));
+                let members = take_flight::<F>(&mut waiting, key.as_ref(), limits.members.max(1));
                 let id = next_id;
                 next_id += 1;
                 in_air.push((id, key));

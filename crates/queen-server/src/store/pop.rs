@@ -10,9 +10,13 @@ use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::consume::{ConsumeReq, ConsumeResp, PopKey, PopMember};
+use super::consume::{ConsumeReq, ConsumeResp, PopAnswer, PopKey, PopMember};
 use super::op::{with_op, DbOp};
 use super::{col, QueueRow, Store, StoreError};
+
+/// Flights a hinted pop tries before `queen.pop_queue` when they find no
+/// free partition for it.
+const HINTED_FLIGHTS: usize = 2;
 
 /// What a pop asks for; the queue's own options supply delay, window and lease time.
 #[derive(Debug, Clone)]
@@ -72,21 +76,25 @@ impl Store {
     /// Claims messages for a consumer group; see `queen.claim_partition`/`queen.pop_queue`.
     pub async fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         if hinted_applies(req) {
-            let member = PopMember {
-                key: PopKey {
-                    queue_id: req.queue.id,
-                    group: req.group.to_owned(),
-                    batch: req.batch,
-                    lease_time: req.queue.options.lease_time,
-                    holder: req.holder.to_owned(),
-                    hints: req.hints.to_vec(),
-                },
-                lease_id: req.lease_id,
-            };
-            if let ConsumeResp::Pop(Some(claim)) =
-                self.consume_flights.call(ConsumeReq::Pop(member)).await?
-            {
-                return Ok(claim);
+            // a pop the statement found no partition for rides the next
+            // flight once, which sees what the acks of this one released
+            for _ in 0..HINTED_FLIGHTS {
+                let member = PopMember {
+                    key: PopKey {
+                        queue_id: req.queue.id,
+                        group: req.group.to_owned(),
+                        batch: req.batch,
+                        lease_time: req.queue.options.lease_time,
+                        holder: req.holder.to_owned(),
+                        hints: req.hints.to_vec(),
+                    },
+                    lease_id: req.lease_id,
+                };
+                match self.consume_flights.call(ConsumeReq::Pop(member)).await? {
+                    ConsumeResp::Pop(PopAnswer::Claimed(claim)) => return Ok(claim),
+                    ConsumeResp::Pop(PopAnswer::NoPartition) => continue,
+                    ConsumeResp::Pop(PopAnswer::Irregular) | ConsumeResp::Ack(_) => break,
+                }
             }
         }
         with_op!(self.db, DbOp::Pop, |client| {

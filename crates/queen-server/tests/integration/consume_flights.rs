@@ -300,7 +300,10 @@ async fn acks_and_pops_waiting_together_share_one_statement() {
         for body in &bodies {
             let msgs = messages(body);
             assert_eq!(msgs.len(), 1, "{body}");
-            assert!(partitions.insert(msgs[0]["partition"].to_string()), "{bodies:?}");
+            assert!(
+                partitions.insert(msgs[0]["partition"].to_string()),
+                "{bodies:?}"
+            );
             assert!(delivered.insert(txn_ids(body)[0].clone()), "twice: {body}");
         }
         let statements =
@@ -321,4 +324,73 @@ async fn acks_and_pops_waiting_together_share_one_statement() {
         assert!(delivered.insert(t.clone()), "twice: {t}");
     }
     assert_eq!(delivered.len(), 32 * rounds);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_flying_with_the_ack_that_frees_its_partition_gets_it_in_the_next_flight() {
+    let (db, b) = setup().await;
+    let (queue, other) = (unique("cf5"), unique("cf5o"));
+    fill(&b, &queue, 1, 3).await;
+    fill(&b, &other, 1, 3).await;
+    // cursor rows exist (first contact through the function path)
+    for q in [&queue, &other] {
+        let body = pop_ok(&b, &pop_path(q, Some("p0"), "batch=1")).await;
+        ack_batch(&b, None, messages(&body)).await;
+    }
+    let wildcard = pop_path(&queue, None, "batch=1");
+    let held = pop_ok(&b, &pop_path(&queue, Some("p0"), "batch=1")).await;
+    let held_other = pop_ok(&b, &pop_path(&other, Some("p0"), "batch=1")).await;
+
+    // a flight in the air: the other queue's ack waits on a row lock held here
+    let mut locker = db.client().await.expect("db client");
+    let tx = locker.transaction().await.unwrap();
+    let other_pid: uuid::Uuid = messages(&held_other)[0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    tx.execute(
+        "SELECT 1 FROM queen.log_consumers WHERE partition_id = $1 FOR UPDATE",
+        &[&other_pid],
+    )
+    .await
+    .unwrap();
+    let blocked = ack_batch(&b, None, messages(&held_other));
+    let rest = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // the ack that frees p0 waits behind it (fewer than 8 waiting)
+        let ack = ack_batch(&b, None, messages(&held));
+        let pop = async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            // a wildcard pop takes no hints once per 500 ms (the database
+            // walk's turn, queen.pop_queue, which finds p0 leased: 204); a
+            // hinted one leaves at once (no flight of its queue in the air)
+            // and takes the ack along
+            for _ in 0..3 {
+                let statement_pops = counter(&b, "queen_consume_statement_total{op=\"pop\"}").await;
+                let function_pops =
+                    counter(&b, "queen_db_op_duration_seconds_count{op=\"pop\"}").await;
+                let (code, body) = b.get(&wildcard).await;
+                if code == StatusCode::OK {
+                    return (body, statement_pops, function_pops);
+                }
+            }
+            panic!("three pops found nothing while the ack was in a flight");
+        };
+        let (r, (body, statement_pops, function_pops)) = futures_util::join!(ack, pop);
+        assert_eq!(txn_ids(&body), vec!["p0-2".to_owned()], "{body}");
+        assert_eq!(r[0]["leaseReleased"], true, "{r}");
+        // by the statement, in a second flight, without queen.pop_queue
+        assert_eq!(
+            counter(&b, "queen_consume_statement_total{op=\"pop\"}").await,
+            statement_pops + 1.0
+        );
+        assert_eq!(
+            counter(&b, "queen_db_op_duration_seconds_count{op=\"pop\"}").await,
+            function_pops
+        );
+        tx.rollback().await.unwrap();
+    };
+    let (r, ()) = futures_util::join!(blocked, rest);
+    assert_eq!(r[0]["success"], true, "{r}");
 }

@@ -57,11 +57,7 @@ fn start(limits: Limits) -> (Arc<Flights<Doubler>>, Arc<State>) {
         started: Default::default(),
         gate: Semaphore::new(0),
     });
-    let flights = Flights::start(
-        Doubler(state.clone()),
-        limits,
-        &FlightMetrics::new(),
-    );
+    let flights = Flights::start(Doubler(state.clone()), limits, &FlightMetrics::new());
     (Arc::new(flights), state)
 }
 
