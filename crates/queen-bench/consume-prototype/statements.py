@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Writes the pgbench scripts of docs/benchmarks.md, "Consume path, part 2",
 into DIR, from the server's own statement files (run from the repository root):
-  new_bB.sql  sql/statements/pop_hinted.sql + ack_lease.sql, as store/consume.rs sends them for a
-              flight of one pop and one ack
+  new_bB.sql  sql/statements/consume_flight.sql twice, as store/consume.rs sends it for a
+              flight of one pop and then for a flight of one ack
   old_bB.sql  queen.pop_queue + queen.ack_batch, as before them
 for the queue of fill_direct.sql (16 partitions p0..p15, queue mode).
   statements.py DIR"""
@@ -28,17 +28,19 @@ def bind(text, sub):
     return text
 
 
+no_pops = {'$1': 'NULL', '$2': 'NULL', '$3': '0', '$4': "'{}'", '$5': '0', '$6': 'NULL', '$7': "'{}'"}
+no_acks = {'$8': "'{}'", '$9': "'{}'", '$10': "'{}'", '$11': "'{}'", '$12': "'{}'", '$13': "'{}'"}
 for b in (1, 10, 100):
-    p = bind(load('pop_hinted.sql'), {'$1': f"'{qid}'", '$2': f"'{g}'", '$3': str(b), '$4': 'ARRAY[:lease]',
-                                      '$5': '300', '$6': "'bench'", '$7': f"'{hints}'"})
+    p = bind(load('consume_flight.sql'), {'$1': f"'{qid}'", '$2': f"'{g}'", '$3': str(b), '$4': 'ARRAY[:lease]',
+                                          '$5': '300', '$6': "'bench'", '$7': f"'{hints}'", **no_acks})
     # the broker zips the arrays itself; pgbench needs the ids for the ack in one row
-    i = p.index("\nSELECT c.member")
+    i = p.index("\nSELECT 'pop'::text AS kind")
     p = (p[:i] + ",\nseg AS (\n" + p[i + 1:] + "\n)\nSELECT count(*) AS n, min(partition_id::text) AS pid, "
          "array_agg(u.t ORDER BY seg.first_offset, u.k) AS txns FROM seg, "
-         "unnest(seg.transaction_ids) WITH ORDINALITY u(t, k) \\gset")
-    a = bind(load('ack_lease.sql'), {'$1': f"ARRAY['{g}']", '$2': 'ARRAY[:pid]', '$3': 'ARRAY[:lease]',
-                                      '$4': 'ARRAY[1]', '$5': 'ARRAY[cardinality(:txns::text[])]',
-                                      '$6': ':txns'})
+         "unnest(seg.transaction_ids) WITH ORDINALITY u(t, k) WHERE seg.kind = 'pop' \\gset")
+    a = bind(load('consume_flight.sql'), {**no_pops, '$8': f"ARRAY['{g}']", '$9': 'ARRAY[:pid]::uuid[]',
+                                          '$10': 'ARRAY[:lease]::uuid[]', '$11': 'ARRAY[1]',
+                                          '$12': 'ARRAY[cardinality(:txns::text[])]', '$13': ':txns'})
     with open(f'{d}/new_b{b}.sql', 'w') as f:
         f.write("SELECT gen_random_uuid() AS lease \\gset\n" + p + "\n\\if :n > 0\n" + a + ";\n\\endif\n")
     with open(f'{d}/old_b{b}.sql', 'w') as f:

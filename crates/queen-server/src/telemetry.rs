@@ -1,4 +1,10 @@
 //! Logging: `LOG_LEVEL` (or `RUST_LOG` when set), text or JSON lines.
+//!
+//! Text lines are coloured only on a terminal: escape codes in a log file or
+//! a collector are noise, and writing them is most of the cost of the
+//! request span's fields (`http.request`, one per request).
+
+use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
 
@@ -9,7 +15,8 @@ pub fn init(level: &str, json: bool) {
     });
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_target(false);
+        .with_target(false)
+        .with_ansi(std::io::stdout().is_terminal());
     let _ = if json {
         builder.json().try_init()
     } else {

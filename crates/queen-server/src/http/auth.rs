@@ -8,9 +8,8 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{header, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use jsonwebtoken::{decode, decode_header, Algorithm, DecodingKey, Validation};
 use serde_json::Value;
@@ -248,47 +247,34 @@ pub fn required_level(method: &Method, path: &str) -> Level {
     Level::ReadWrite
 }
 
-/// Middleware: refuses requests without a sufficient token when auth is on,
-/// and hands the [`Caller`] to the handlers as a request extension.
-pub async fn authenticate(
-    State(verifier): State<Option<Arc<Verifier>>>,
-    mut req: Request,
-    next: Next,
-) -> Response {
-    let Some(verifier) = verifier else {
-        return next.run(req).await;
-    };
-    let needed = verifier.required_level(req.method(), req.uri().path());
-    if needed == Level::Public {
-        return next.run(req).await;
-    }
-    let token = req
-        .headers()
+/// The bearer token of a request's `Authorization` header, if it has one.
+pub fn bearer_token(req: &Request) -> Option<&str> {
+    req.headers()
         .get(header::AUTHORIZATION)
         .and_then(|h| h.to_str().ok())
         .and_then(|h| {
             h.strip_prefix("Bearer ")
                 .or_else(|| h.strip_prefix("bearer "))
         })
-        .map(str::trim);
-    let Some(token) = token else {
-        return unauthorized("Authentication required");
-    };
+        .map(str::trim)
+}
+
+/// Checks `token` for a request that needs `needed`: the caller, or the
+/// answer refusing it (401 for a bad token, 403 for too low a role).
+pub async fn admit(verifier: &Verifier, token: &str, needed: Level) -> Result<Caller, Response> {
     match verifier.verify(token).await {
-        Err(reason) => unauthorized(&reason),
-        Ok(caller) if caller.level < needed => ApiError {
+        Err(reason) => Err(unauthorized(&reason)),
+        Ok(caller) if caller.level < needed => Err(ApiError {
             status: StatusCode::FORBIDDEN,
             message: "Insufficient permissions".into(),
         }
-        .into_response(),
-        Ok(caller) => {
-            req.extensions_mut().insert(caller);
-            next.run(req).await
-        }
+        .into_response()),
+        Ok(caller) => Ok(caller),
     }
 }
 
-fn unauthorized(message: &str) -> Response {
+/// The 401 answer with `message`.
+pub fn unauthorized(message: &str) -> Response {
     ApiError {
         status: StatusCode::UNAUTHORIZED,
         message: message.to_owned(),

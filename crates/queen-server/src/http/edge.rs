@@ -1,15 +1,18 @@
 //! The request edge: what every request passes before a handler sees it, and
 //! what every error answer looks like on its way out.
 //!
-//! - [`check_target`]: the path and query string, percent-decoded, must be
+//! - [`target_error`]: the path and query string, percent-decoded, must be
 //!   UTF-8 and hold no NUL character (PostgreSQL text cannot), and its names
 //!   (path parameters, query values of `limits::text_limit`) are bounded; the
-//!   answer names the path parameter or query key.
+//!   answer names the path parameter or query key (the route layer
+//!   `layers::CheckTarget` asks it).
 //! - [`body_deadline`]: the body must arrive within `HTTP_BODY_TIMEOUT_MS` of
 //!   the head, however it is trickled (408 otherwise).
-//! - [`json_errors`]: any 4xx/5xx answer that is not JSON yet (an extractor's
-//!   rejection, a layer's plain text) becomes `{"error": ...}` with its status.
+//! - [`json_error_rewrite`]: any 4xx/5xx answer that is not JSON yet (an
+//!   extractor's rejection, a layer's plain text) becomes `{"error": ...}`
+//!   with its status (`layers::Edge` asks it of every answer).
 
+use std::borrow::Cow;
 use std::error::Error as StdError;
 use std::fmt;
 use std::future::Future;
@@ -20,7 +23,6 @@ use std::time::Duration;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{MatchedPath, Request};
 use axum::http::{header, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
@@ -60,21 +62,36 @@ fn target_problem(what: &str, decoded: &[u8]) -> Option<ApiError> {
     decoded.contains(&0).then(|| super::limits::nul_error(what))
 }
 
-/// Middleware: refuses a path or query string that no handler could use.
-pub async fn check_target(req: Request, next: Next) -> Response {
-    if let Some(e) = target_error(&req) {
-        return e.into_response();
-    }
-    next.run(req).await
-}
-
 /// Longer than `max` characters (a decoded, valid UTF-8 part of the target)?
 fn too_long(what: &str, decoded: &[u8], max: usize) -> Option<ApiError> {
+    // characters are never more than bytes: short parts need no count
+    if decoded.len() <= max {
+        return None;
+    }
     let text = std::str::from_utf8(decoded).ok()?;
     super::limits::check_text(what, text, max).err()
 }
 
-fn target_error(req: &Request) -> Option<ApiError> {
+/// [`percent_decode`], borrowing `s` when it has nothing to decode (most
+/// targets): the request target is valid UTF-8 already (`http::Uri`).
+fn decode(s: &str, plus_is_space: bool) -> Cow<'_, [u8]> {
+    let escaped = |b: &u8| *b == b'%' || (plus_is_space && *b == b'+');
+    if s.as_bytes().iter().any(escaped) {
+        Cow::Owned(percent_decode(s, plus_is_space))
+    } else {
+        Cow::Borrowed(s.as_bytes())
+    }
+}
+
+/// Whether a decoded part of the target is refused ([`target_problem`] says why).
+fn is_refused(decoded: &[u8]) -> bool {
+    decoded.contains(&0) || std::str::from_utf8(decoded).is_err()
+}
+
+/// Why the request target (path and query string) is refused, if it is;
+/// records the matched route in the request's span on the way. Names are
+/// only built for an answer: a target that passes allocates nothing.
+pub fn target_error(req: &Request) -> Option<ApiError> {
     let uri = req.uri();
     let pattern = req
         .extensions()
@@ -83,38 +100,39 @@ fn target_error(req: &Request) -> Option<ApiError> {
     if let Some(route) = pattern {
         tracing::Span::current().record("http.route", route);
     }
-    let pattern_segments: Vec<&str> = pattern.map_or_else(Vec::new, |p| p.split('/').collect());
+    let mut pattern_segments = pattern.map(|p| p.split('/'));
     // ephemeral names have a limit of their own (routes::ephemeral)
     let own_limits = pattern.is_some_and(|p| p.starts_with("/api/v1/ephemeral/"));
-    for (i, segment) in uri.path().split('/').enumerate() {
+    for segment in uri.path().split('/') {
         let param = pattern_segments
-            .get(i)
+            .as_mut()
+            .and_then(Iterator::next)
             .and_then(|p| p.strip_prefix('{'))
             .and_then(|p| p.strip_suffix('}'));
-        let name = param.map_or_else(|| "path".to_owned(), camel_case);
-        let decoded = percent_decode(segment, false);
-        if let Some(e) = target_problem(&name, &decoded) {
-            return Some(e);
+        let name = || param.map_or_else(|| "path".to_owned(), camel_case);
+        let decoded = decode(segment, false);
+        if is_refused(&decoded) {
+            return target_problem(&name(), &decoded);
         }
         // a named parameter, not a wildcard (`{*key}`: a timer key, its own limit)
         let bounded = param.is_some_and(|p| !p.starts_with('*')) && !own_limits;
-        if let Some(e) = bounded
-            .then(|| too_long(&name, &decoded, super::limits::MAX_NAME_CHARS))
-            .flatten()
-        {
-            return Some(e);
+        if bounded && decoded.len() > super::limits::MAX_NAME_CHARS {
+            if let Some(e) = too_long(&name(), &decoded, super::limits::MAX_NAME_CHARS) {
+                return Some(e);
+            }
         }
     }
-    for pair in uri.query().unwrap_or("").split('&') {
+    // no query string: one empty pair, which nothing refuses
+    for pair in uri.query()?.split('&') {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let key = percent_decode(key, true);
-        if let Some(e) = target_problem("a query parameter name", &key) {
-            return Some(e);
+        let key = decode(key, true);
+        if is_refused(&key) {
+            return target_problem("a query parameter name", &key);
         }
         let key = String::from_utf8_lossy(&key);
-        let value = percent_decode(value, true);
-        if let Some(e) = target_problem(&key, &value) {
-            return Some(e);
+        let value = decode(value, true);
+        if is_refused(&value) {
+            return target_problem(&key, &value);
         }
         let limit = super::limits::text_limit(&key).filter(|_| !own_limits);
         if let Some(e) = limit.and_then(|max| too_long(&key, &value, max)) {
@@ -227,26 +245,31 @@ pub fn body_error(e: &(dyn StdError + 'static), limit: usize) -> ApiError {
 /// Longest error text taken over from a non-JSON error answer.
 const MAX_ERROR_TEXT: usize = 4_096;
 
-/// Middleware: every error answer is JSON with an `error` field. Generic
-/// over the body, so it can sit right outside `TraceLayer`, whose body type
-/// is its own.
-pub async fn json_errors<B>(response: axum::http::Response<B>) -> Response
-where
-    B: http_body::Body<Data = axum::body::Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
-{
-    let response = response.map(axum::body::Body::new);
-    let status = response.status();
-    if !(status.is_client_error() || status.is_server_error()) {
-        return response;
-    }
-    let is_json = response
+/// Whether an answer's body is JSON already.
+pub fn is_json<B>(response: &axum::http::Response<B>) -> bool {
+    response
         .headers()
         .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if is_json {
-        return response;
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"))
+}
+
+/// An answer that must be rewritten as JSON, as a future reading its body.
+pub type JsonRewrite = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// Every error answer is JSON with an `error` field: a 4xx/5xx answer that
+/// is not JSON yet comes back as the future that rewrites it (it reads the
+/// old body for the message); any other answer comes back as it is.
+pub fn json_error_rewrite(response: Response) -> Result<Response, JsonRewrite> {
+    let status = response.status();
+    if !(status.is_client_error() || status.is_server_error()) || is_json(&response) {
+        return Ok(response);
     }
+    Err(Box::pin(json_error(response)))
+}
+
+/// The JSON form of the error answer `response` (see [`json_error_rewrite`]).
+async fn json_error(response: Response) -> Response {
+    let status = response.status();
     let (parts, body) = response.into_parts();
     let text = axum::body::to_bytes(body, MAX_ERROR_TEXT)
         .await
@@ -258,7 +281,7 @@ where
         text
     };
     let mut out = ApiError { status, message }.into_response();
-    // keep what the layers set (CORS, allow, retry-after), but not the old body's framing
+    // keep what the layers set (allow, retry-after), but not the old body's framing
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             out.headers_mut().append(name.clone(), value.clone());
@@ -277,6 +300,25 @@ mod tests {
         assert_eq!(percent_decode("a+b%2", true), b"a b%2");
         assert_eq!(percent_decode("%ff%FE%", false), [0xff, 0xfe, b'%']);
         assert_eq!(percent_decode("%zz", false), b"%zz");
+    }
+
+    #[test]
+    fn only_escaped_parts_are_copied() {
+        assert!(matches!(decode("plain-name", false), Cow::Borrowed(_)));
+        assert!(matches!(decode("a+b", false), Cow::Borrowed(_)));
+        assert_eq!(&*decode("a+b", true), b"a b");
+        assert_eq!(&*decode("a%00b", false), b"a\0b");
+        assert!(is_refused(&decode("a%00b", false)));
+        assert!(is_refused(&decode("%ff", true)));
+        assert!(!is_refused(&decode("caf%C3%A9", false)));
+        // lengths count characters, and short parts are not counted at all
+        let e = "é".repeat(200);
+        assert!(too_long("queue", e.as_bytes(), 255).is_none());
+        let long = "é".repeat(256);
+        assert_eq!(
+            too_long("queue", long.as_bytes(), 255).unwrap().message,
+            "queue must be at most 255 characters"
+        );
     }
 
     #[test]

@@ -1,15 +1,18 @@
 //! HTTP API v1: the router and its middleware, in one place.
 //!
-//! Layers, outermost first: CORS (tower-http `CorsLayer`; preflights answer
-//! 204 and every answer carries the allowed methods and headers in the
-//! reference's spelling), every error answer as `{"error": ...}` whoever made
-//! it (`error.rs`, `edge::json_errors`), one span per request (`TraceLayer`:
-//! `http.request` with the method, the matched route and, once a handler
-//! knows them, the queue, partition and consumer group), the JSON form of
-//! 413, the body deadline, the request counter, JWT authentication, the body
-//! limit (`RequestBodyLimitLayer`, `MAX_BODY_BYTES`); then routing, and on
-//! the matched route the request target's check (`edge.rs`: UTF-8, no NUL).
-//! The stack wraps the router once instead of every route: see [`router`].
+//! Layers, outermost first: the edge (`layers::Edge`: preflights, any
+//! `OPTIONS`, answer 204; one span per request, `http.request` with the
+//! method, the matched route and, once a handler knows them, the queue,
+//! partition and consumer group; every error answer as `{"error": ...}`
+//! whoever made it, `error.rs` and `edge::json_error_rewrite`, the 413 of
+//! the body limit included; the CORS headers, any origin and the allowed
+//! methods and headers in the reference's spelling, on every answer), the
+//! body deadline, the request counter, JWT authentication (only when
+//! enabled), the body limit (`RequestBodyLimitLayer`, `MAX_BODY_BYTES`);
+//! then routing, and on the matched route the request target's check
+//! (`edge.rs`: UTF-8, no NUL, bounded names). The stack wraps the router
+//! once instead of every route, and is made of plain services that neither
+//! box a future nor clone the stack per request: see [`router`].
 //! The listener itself (header deadline, connection cap) is `serve.rs`.
 
 pub mod auth;
@@ -21,25 +24,22 @@ mod dashboard;
 pub mod edge;
 pub mod error;
 mod jwks;
+pub mod layers;
 pub mod limits;
 pub mod routes;
 pub mod serve;
 pub mod surface_error;
 
-use std::time::Duration;
+use std::convert::Infallible;
 
-use axum::extract::{Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::body::Body;
+use axum::http::{Request, Response};
 use axum::routing::{delete, get, post};
 use axum::Router;
-use tower::util::MapRequestLayer;
-use tower::ServiceBuilder;
-use tower_http::cors::{AllowOrigin, CorsLayer};
+use hyper::body::Incoming;
+use tower::util::{MapRequestLayer, MapResponseLayer};
+use tower::{Service, ServiceBuilder};
 use tower_http::limit::RequestBodyLimitLayer;
-use tower_http::set_header::SetResponseHeaderLayer;
-use tower_http::trace::TraceLayer;
 
 use crate::app::AppState;
 use error::ApiError;
@@ -50,15 +50,34 @@ use routes::{
 use routes::{ephemeral, reads};
 use routes::{kv, locks, timers};
 
-/// Methods every answer allows (the reference's list).
-const ALLOWED_METHODS: &str = "GET, POST, PUT, DELETE, OPTIONS";
-/// Request headers every answer allows.
-const ALLOWED_HEADERS: &str = "Content-Type, Authorization";
-/// How long browsers may cache a preflight answer (one day).
-const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(86_400);
+/// What a connection is served by: the router of every route with its
+/// layers (see the module docs), taking hyper's requests as they come.
+pub trait HttpService:
+    Service<
+        Request<Incoming>,
+        Response = Response<Body>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S> HttpService for S where
+    S: Service<
+            Request<Incoming>,
+            Response = Response<Body>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
 
 /// Builds the router of every route with its layers (see the module docs).
-pub fn router(state: AppState) -> anyhow::Result<Router> {
+pub fn router(state: AppState) -> anyhow::Result<impl HttpService> {
     let body_limit = state.broker.config().max_body_bytes;
     let auth = &state.broker.config().auth;
     let verifier = if auth.enabled {
@@ -215,74 +234,42 @@ pub fn router(state: AppState) -> anyhow::Result<Router> {
         .fallback(not_found)
         .method_not_allowed_fallback(not_found)
         // the only layer that needs the matched route (it names path parameters)
-        .layer(middleware::from_fn(edge::check_target))
+        .layer(layers::CheckTargetLayer)
         .with_state(state.clone());
     // The other layers wrap the routed service once, outside routing: layers
     // added with `Router::layer` are copied onto every route and cloned, box by
     // box, for every request (about 40 % of a one-message push's broker CPU).
+    // They are plain services (`layers.rs`, tower-http's body limit, request
+    // maps): no boxed future and no clone of the stack below per request.
+    // hyper's connection serves this stack itself (cloned per request: a few
+    // reference counts), not an outer `Router` holding it as its fallback
     let layered = ServiceBuilder::new()
-        .layer(middleware::from_fn(preflight_no_content))
-        // the reference's exact texts, on preflights and every other answer
-        .layer(SetResponseHeaderLayer::overriding(
-            header::ACCESS_CONTROL_ALLOW_HEADERS,
-            HeaderValue::from_static(ALLOWED_HEADERS),
-        ))
-        .layer(SetResponseHeaderLayer::overriding(
-            header::ACCESS_CONTROL_ALLOW_METHODS,
-            HeaderValue::from_static(ALLOWED_METHODS),
-        ))
-        .layer(cors())
-        // outside the span's layer, so CORS gets an axum body back (it needs
-        // `Default` bodies for the answers it makes itself)
-        .layer(middleware::map_response(edge::json_errors))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(request_span)
-                // errors are logged once where they are answered (error.rs)
-                .on_failure(()),
-        )
-        .layer(middleware::map_response_with_state(body_limit, json_413))
-        // plain request maps: no boxing and no clone of the inner stack per request
+        .layer(MapRequestLayer::new(|req: Request<Incoming>| {
+            req.map(Body::new)
+        }))
+        .layer(layers::EdgeLayer::new(body_limit))
         .layer(MapRequestLayer::new(edge::body_deadline(
             state.broker.config().limits.body_timeout,
         )))
         .layer(MapRequestLayer::new(count_requests(state.clone())))
-        .layer(middleware::from_fn_with_state(verifier, auth::authenticate))
+        // with JWT_ENABLED off there is no authentication layer at all
+        .option_layer(verifier.map(layers::AuthLayer::new))
+        // axum's body type for the layers above (the limit answers with its own)
+        .layer(MapResponseLayer::new(|r: Response<_>| r.map(Body::new)))
         // innermost of the stack: the body type it hands on is one only the
-        // router takes (axum's `from_fn` layers take its own body type)
+        // router takes
         .layer(RequestBodyLimitLayer::new(body_limit))
         .service(routes);
-    Ok(Router::new().fallback_service(layered))
-}
-
-/// The permissive CORS policy of the contract: any origin, preflights
-/// cached for a day. The allowed methods and headers are set outside it, on
-/// every answer, in the reference's spelling (`CorsLayer` would write them
-/// lower-cased, without spaces, and on preflights only).
-fn cors() -> CorsLayer {
-    CorsLayer::new()
-        .allow_origin(AllowOrigin::any())
-        .max_age(PREFLIGHT_MAX_AGE)
-}
-
-/// Preflights (any `OPTIONS`, on any path) answer 204 with no body, as the
-/// reference does; `CorsLayer` answers them itself with 200.
-async fn preflight_no_content(req: Request, next: Next) -> Response {
-    let preflight = req.method() == Method::OPTIONS;
-    let mut response = next.run(req).await;
-    if preflight && response.status() == StatusCode::OK {
-        *response.status_mut() = StatusCode::NO_CONTENT;
-    }
-    response
+    Ok(layered)
 }
 
 /// The span of one request; handlers fill in `queue.name`, `partition.name`
 /// and `consumer_group` when they know them ([`record_target`]).
-fn request_span(req: &Request) -> tracing::Span {
+pub(crate) fn request_span<B>(req: &Request<B>) -> tracing::Span {
     tracing::info_span!(
         "http.request",
         http.method = %req.method(),
-        // recorded once routing matched it (`edge::check_target`)
+        // recorded once routing matched it (`edge::target_error`)
         http.route = tracing::field::Empty,
         queue.name = tracing::field::Empty,
         partition.name = tracing::field::Empty,
@@ -304,21 +291,8 @@ pub fn record_target(queue: Option<&str>, partition: Option<&str>, group: Option
     }
 }
 
-/// `RequestBodyLimitLayer` refuses a body whose `Content-Length` is over the
-/// limit with a plain-text 413; the contract's answer is JSON.
-async fn json_413(State(limit): State<usize>, response: Response) -> Response {
-    let is_json = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
-    if response.status() == StatusCode::PAYLOAD_TOO_LARGE && !is_json {
-        return ApiError::payload_too_large(limit).into_response();
-    }
-    response
-}
-
-fn count_requests(app: AppState) -> impl Fn(Request) -> Request + Clone {
-    move |req: Request| {
+fn count_requests(app: AppState) -> impl Fn(Request<Body>) -> Request<Body> + Clone {
+    move |req: Request<Body>| {
         app.broker.count_http_request();
         req
     }

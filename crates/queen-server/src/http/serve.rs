@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
@@ -30,6 +29,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::conn_clock::{ConnTimer, SharedActivity};
+use super::HttpService;
 use crate::config::LimitsConfig;
 
 /// Connections over the cap answered 503 at once; beyond, they are closed unanswered.
@@ -41,7 +41,7 @@ const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
 /// every connection finish its request in flight, and returns.
 pub async fn serve(
     listener: TcpListener,
-    router: Router,
+    router: impl HttpService,
     limits: LimitsConfig,
     shutdown: CancellationToken,
 ) -> io::Result<()> {
@@ -204,6 +204,12 @@ async fn linger(mut stream: TcpStream) {
 
 /// The JSON answer standing for hyper's automatic error answer `buf`, if it is one.
 pub fn json_for_automatic_error(buf: &[u8]) -> Option<Vec<u8>> {
+    // most writes are the router's answers: refuse them on their first bytes
+    // (an error status, a head alone) before looking for the head's end
+    let error_status = buf.len() >= 12 && matches!(buf[9], b'4' | b'5');
+    if !error_status || !buf.ends_with(b"\r\n\r\n") {
+        return None;
+    }
     let head_end = buf.windows(4).position(|w| w == b"\r\n\r\n")? + 4;
     if head_end != buf.len() || buf.len() < 12 {
         return None;

@@ -1,7 +1,7 @@
 //! Ack: moving consumer cursors with `queen.ack_batch`. The common ack (every
 //! message of one live lease, `completed`, in delivery order) first tries one
-//! prepared statement, `sql/statements/ack_lease.sql`, shared by the acks
-//! waiting at the same moment (consumer group commit, `flights.rs` and
+//! prepared statement, `sql/statements/consume_flight.sql`, shared by the acks
+//! and pops waiting at the same moment (consumer group commit, `flights.rs` and
 //! `consume.rs`); see `whole_lease`.
 
 use std::fmt;
@@ -9,7 +9,7 @@ use std::fmt;
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::consume::AckMember;
+use super::consume::{AckMember, ConsumeReq, ConsumeResp};
 use super::op::{with_op, DbOp};
 use super::{col, rows_into, Store, StoreError};
 
@@ -87,7 +87,7 @@ pub struct AckOutcome {
 pub struct Acked {
     /// One outcome per item, in input order.
     pub outcomes: Vec<AckOutcome>,
-    /// Answered by the one-statement path (`sql/statements/ack_lease.sql`).
+    /// Answered by the one-statement path (`sql/statements/consume_flight.sql`).
     pub by_statement: bool,
 }
 
@@ -96,7 +96,9 @@ impl Store {
     /// it applies, `queen.ack_batch` for everything else.
     pub async fn acknowledge(&self, group: &str, items: &[AckItem]) -> Result<Acked, StoreError> {
         if let Some(member) = whole_lease(group, items) {
-            if let Some(done) = self.ack_flights.call(member).await? {
+            if let ConsumeResp::Ack(Some(done)) =
+                self.consume_flights.call(ConsumeReq::Ack(member)).await?
+            {
                 let last = items.len() - 1;
                 let outcomes = (0..items.len())
                     .map(|index| AckOutcome {
@@ -177,7 +179,7 @@ pub(super) async fn ack_with(
 }
 
 /// The whole-lease ack's request, when `items` are all `completed` acks of
-/// one partition under one lease (`sql/statements/ack_lease.sql` then checks
+/// one partition under one lease (`sql/statements/consume_flight.sql` then checks
 /// that they are exactly that lease's span); `None` sends them to
 /// `queen.ack_batch`. When the statement applies them, every item succeeds
 /// and the last releases the lease, as `queen.ack_batch` answers the same

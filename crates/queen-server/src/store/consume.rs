@@ -1,6 +1,6 @@
-//! The two flights of consumer group commit (`flights.rs`): hinted pops of
-//! one queue and group share one `sql/statements/pop_hinted.sql`, whole-lease
-//! acks one `sql/statements/ack_lease.sql`, each in one transaction.
+//! The consumer group commit's flight (`flights.rs`): the hinted pops of one
+//! queue and group and the whole-lease acks waiting at the same moment share
+//! one `sql/statements/consume_flight.sql`, one statement and one transaction.
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
@@ -11,16 +11,10 @@ use super::op::{with_op, Db, DbOp};
 use super::pop::{Claim, ClaimedMessage};
 use super::{col, StoreError};
 
-/// Hinted pops: at most 32 per statement, two statements in the air, a
-/// second one only for 8 waiting pops (or another queue or group).
-pub(super) const POP_LIMITS: Limits = Limits {
-    members: 32,
-    inflight: 2,
-    second: 8,
-};
-/// Whole-lease acks: at most 64 per statement, two in the air, a second one
-/// only for 8 waiting acks.
-pub(super) const ACK_LIMITS: Limits = Limits {
+/// At most 64 pops and acks per statement, two statements in the air, a
+/// second one only for 8 waiting requests (or a pop of another queue or
+/// group).
+pub(super) const LIMITS: Limits = Limits {
     members: 64,
     inflight: 2,
     second: 8,
@@ -44,67 +38,157 @@ pub(super) struct PopMember {
     pub(super) lease_id: Uuid,
 }
 
-/// Hinted pops: `Some` for a member the statement leased a partition to and
-/// could hand out as read; `None` (no partition left for it, or a range with
-/// a hole or a deleted offset, whose lease is cleared again) sends the pop to
-/// `queen.pop_queue`.
-pub(super) struct PopFly {
+/// One ack request of every message of one lease, `completed`, in order.
+#[derive(Debug)]
+pub(super) struct AckMember {
+    pub(super) group: String,
+    pub(super) partition_id: Uuid,
+    pub(super) lease_id: Uuid,
+    pub(super) transaction_ids: Vec<String>,
+}
+
+/// The queue's and partition's names of an applied whole-lease ack.
+#[derive(Debug, Clone)]
+pub(super) struct LeaseAcked {
+    pub(super) queue_name: String,
+    pub(super) partition_name: String,
+}
+
+/// One request of a flight.
+#[derive(Debug)]
+pub(super) enum ConsumeReq {
+    Pop(PopMember),
+    Ack(AckMember),
+}
+
+/// Its answer. An ack: `Some` when the statement applied it, `None` when it
+/// is anything else (then `queen.ack_batch` answers it).
+#[derive(Debug)]
+pub(super) enum ConsumeResp {
+    Pop(PopAnswer),
+    Ack(Option<LeaseAcked>),
+}
+
+/// What the statement did for one pop.
+#[derive(Debug)]
+pub(super) enum PopAnswer {
+    /// It leased a partition to the pop and could hand the range out as read.
+    Claimed(Claim),
+    /// No free hinted partition with work was left for it in the statement's
+    /// snapshot. `released`: the same statement released leases, which its
+    /// pops could not see, so one more flight is worth trying before
+    /// `queen.pop_queue`.
+    NoPartition { released: bool },
+    /// The range had a hole or an offset deleted one by one; its lease was
+    /// cleared again and `queen.pop_queue` answers the pop.
+    Irregular,
+}
+
+/// The flight: pops of one key and acks of any queue and group.
+pub(super) struct ConsumeFly {
     pub(super) db: Db,
 }
 
-impl Fly for PopFly {
-    type Req = PopMember;
-    type Resp = Option<Claim>;
+impl Fly for ConsumeFly {
+    type Req = ConsumeReq;
+    type Resp = ConsumeResp;
     type Key = PopKey;
 
-    fn key(req: &PopMember) -> &PopKey {
-        &req.key
+    /// Acks join any flight.
+    fn key(req: &ConsumeReq) -> Option<&PopKey> {
+        match req {
+            ConsumeReq::Pop(p) => Some(&p.key),
+            ConsumeReq::Ack(_) => None,
+        }
     }
 
-    async fn fly(&self, reqs: &[PopMember]) -> Result<Vec<Option<Claim>>, StoreError> {
-        let Some(first) = reqs.first() else {
-            return Ok(Vec::new());
-        };
-        let key = &first.key;
-        let lease_ids: Vec<Uuid> = reqs.iter().map(|r| r.lease_id).collect();
-        with_op!(self.db, DbOp::Pop, |client| {
+    fn op(req: &ConsumeReq) -> &'static str {
+        match req {
+            ConsumeReq::Pop(_) => "pop",
+            ConsumeReq::Ack(_) => "ack",
+        }
+    }
+
+    async fn fly(&self, reqs: &[ConsumeReq]) -> Result<Vec<ConsumeResp>, StoreError> {
+        let pops: Vec<(usize, &PopMember)> = reqs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                ConsumeReq::Pop(p) => Some((i, p)),
+                ConsumeReq::Ack(_) => None,
+            })
+            .collect();
+        let acks = AckArrays::new(reqs)?;
+        let key = pops.first().map(|(_, p)| &p.key);
+        let lease_ids: Vec<Uuid> = pops.iter().map(|(_, p)| p.lease_id).collect();
+        let no_hints: Vec<String> = Vec::new();
+        with_op!(self.db, DbOp::Consume, |client| {
             let stmt = client
-                .prepare_cached(include_str!("../../sql/statements/pop_hinted.sql"))
+                .prepare_cached(include_str!("../../sql/statements/consume_flight.sql"))
                 .await?;
             let rows = client
                 .query(
                     &stmt,
                     &[
-                        &key.queue_id,
-                        &key.group,
-                        &key.batch,
+                        &key.map(|k| k.queue_id),
+                        &key.map(|k| k.group.as_str()),
+                        &key.map_or(0, |k| k.batch),
                         &lease_ids,
-                        &key.lease_time,
-                        &key.holder,
-                        &key.hints,
+                        &key.map_or(0, |k| k.lease_time),
+                        &key.map(|k| k.holder.as_str()),
+                        &key.map_or(&no_hints, |k| &k.hints),
+                        &acks.groups,
+                        &acks.partitions,
+                        &acks.leases,
+                        &acks.firsts,
+                        &acks.counts,
+                        &acks.txns,
                     ],
                 )
                 .await?;
-            let mut out: Vec<Option<Claim>> = reqs.iter().map(|_| None).collect();
+            let mut out: Vec<ConsumeResp> = reqs
+                .iter()
+                .map(|r| match r {
+                    ConsumeReq::Pop(_) => ConsumeResp::Pop(PopAnswer::NoPartition {
+                        released: !acks.order.is_empty(),
+                    }),
+                    ConsumeReq::Ack(_) => ConsumeResp::Ack(None),
+                })
+                .collect();
             let mut at = 0;
             while at < rows.len() {
+                let kind: &str = col(&rows[at], "kind")?;
                 let member: i64 = col(&rows[at], "member")?;
                 let mut end = at + 1;
-                while end < rows.len() && col::<i64>(&rows[end], "member")? == member {
+                while end < rows.len()
+                    && col::<i64>(&rows[end], "member")? == member
+                    && col::<&str>(&rows[end], "kind")? == kind
+                {
                     end += 1;
                 }
-                let index = usize::try_from(member - 1)
-                    .ok()
-                    .filter(|&i| i < reqs.len())
+                let k = usize::try_from(member - 1).ok();
+                if kind == "ack" {
+                    let index = k
+                        .and_then(|k| acks.order.get(k).copied())
+                        .ok_or_else(|| StoreError::internal("ack member out of range"))?;
+                    out[index] = ConsumeResp::Ack(Some(LeaseAcked {
+                        queue_name: col(&rows[at], "queue_name")?,
+                        partition_name: col(&rows[at], "partition_name")?,
+                    }));
+                    at = end;
+                    continue;
+                }
+                let (index, pop) = k
+                    .and_then(|k| pops.get(k).copied())
                     .ok_or_else(|| StoreError::internal("pop member out of range"))?;
                 let member_rows = &rows[at..end];
                 match messages_from_segments(member_rows)? {
                     Some(messages) => {
-                        out[index] = Some(Claim {
+                        out[index] = ConsumeResp::Pop(PopAnswer::Claimed(Claim {
                             messages,
                             drained_hints: Vec::new(),
                             by_statement: true,
-                        });
+                        }));
                     }
                     None => {
                         let partition_id: Uuid = col(&member_rows[0], "partition_id")?;
@@ -115,8 +199,9 @@ impl Fly for PopFly {
                             )
                             .await?;
                         client
-                            .execute(&stmt, &[&partition_id, &key.group, &lease_ids[index]])
+                            .execute(&stmt, &[&partition_id, &pop.key.group, &pop.lease_id])
                             .await?;
+                        out[index] = ConsumeResp::Pop(PopAnswer::Irregular);
                     }
                 }
                 at = end;
@@ -126,7 +211,56 @@ impl Fly for PopFly {
     }
 }
 
-/// Zips one member's rows of `pop_hinted` (one per segment, arrays sliced to
+/// The acks of a flight as the statement's arrays, in cursor-row order (so
+/// two flights lock rows the same way); `order[k]` is the request index of
+/// the statement's member k + 1.
+struct AckArrays<'a> {
+    order: Vec<usize>,
+    groups: Vec<&'a str>,
+    partitions: Vec<Uuid>,
+    leases: Vec<Uuid>,
+    firsts: Vec<i32>,
+    counts: Vec<i32>,
+    txns: Vec<&'a str>,
+}
+
+impl<'a> AckArrays<'a> {
+    fn new(reqs: &'a [ConsumeReq]) -> Result<Self, StoreError> {
+        let mut acks: Vec<(usize, &AckMember)> = reqs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, r)| match r {
+                ConsumeReq::Ack(a) => Some((i, a)),
+                ConsumeReq::Pop(_) => None,
+            })
+            .collect();
+        acks.sort_by_key(|(_, a)| (a.partition_id, a.group.as_str()));
+        let n = acks.len();
+        let mut arrays = Self {
+            order: Vec::with_capacity(n),
+            groups: Vec::with_capacity(n),
+            partitions: Vec::with_capacity(n),
+            leases: Vec::with_capacity(n),
+            firsts: Vec::with_capacity(n),
+            counts: Vec::with_capacity(n),
+            txns: Vec::new(),
+        };
+        for (i, a) in acks {
+            arrays.order.push(i);
+            arrays.groups.push(a.group.as_str());
+            arrays.partitions.push(a.partition_id);
+            arrays.leases.push(a.lease_id);
+            arrays.firsts.push(int(arrays.txns.len() + 1)?);
+            arrays.counts.push(int(a.transaction_ids.len())?);
+            arrays
+                .txns
+                .extend(a.transaction_ids.iter().map(String::as_str));
+        }
+        Ok(arrays)
+    }
+}
+
+/// Zips one pop member's rows of `consume_flight` (one per segment, arrays sliced to
 /// the leased range) into messages; `None` unless they cover the range from
 /// its start to its end without a gap and no offset of it was deleted one by
 /// one.
@@ -177,84 +311,6 @@ fn messages_from_segments(rows: &[Row]) -> Result<Option<Vec<ClaimedMessage>>, S
         }
     }
     Ok((next == end + 1).then_some(messages))
-}
-
-/// One ack request of every message of one lease, `completed`, in order.
-#[derive(Debug)]
-pub(super) struct AckMember {
-    pub(super) group: String,
-    pub(super) partition_id: Uuid,
-    pub(super) lease_id: Uuid,
-    pub(super) transaction_ids: Vec<String>,
-}
-
-/// The queue's and partition's names of an applied whole-lease ack.
-#[derive(Debug, Clone)]
-pub(super) struct LeaseAcked {
-    pub(super) queue_name: String,
-    pub(super) partition_name: String,
-}
-
-/// Whole-lease acks: `Some` for a member the statement applied, `None` for
-/// one it found to be anything else (then `queen.ack_batch` answers it).
-pub(super) struct AckFly {
-    pub(super) db: Db,
-}
-
-impl Fly for AckFly {
-    type Req = AckMember;
-    type Resp = Option<LeaseAcked>;
-    /// Acks of any queue and group share a statement.
-    type Key = ();
-
-    fn key(_: &AckMember) -> &() {
-        &()
-    }
-
-    async fn fly(&self, reqs: &[AckMember]) -> Result<Vec<Option<LeaseAcked>>, StoreError> {
-        // cursor rows in one order, so two flights lock them the same way
-        let mut order: Vec<usize> = (0..reqs.len()).collect();
-        order.sort_by_key(|&i| (reqs[i].partition_id, reqs[i].group.as_str()));
-        let mut groups = Vec::with_capacity(reqs.len());
-        let mut partitions = Vec::with_capacity(reqs.len());
-        let mut leases = Vec::with_capacity(reqs.len());
-        let mut firsts = Vec::with_capacity(reqs.len());
-        let mut counts = Vec::with_capacity(reqs.len());
-        let mut txns: Vec<&str> = Vec::new();
-        for &i in &order {
-            let r = &reqs[i];
-            groups.push(r.group.as_str());
-            partitions.push(r.partition_id);
-            leases.push(r.lease_id);
-            firsts.push(int(txns.len() + 1)?);
-            counts.push(int(r.transaction_ids.len())?);
-            txns.extend(r.transaction_ids.iter().map(String::as_str));
-        }
-        with_op!(self.db, DbOp::Ack, |client| {
-            let stmt = client
-                .prepare_cached(include_str!("../../sql/statements/ack_lease.sql"))
-                .await?;
-            let rows = client
-                .query(
-                    &stmt,
-                    &[&groups, &partitions, &leases, &firsts, &counts, &txns],
-                )
-                .await?;
-            let mut out: Vec<Option<LeaseAcked>> = reqs.iter().map(|_| None).collect();
-            for row in &rows {
-                let member: i64 = col(row, "member")?;
-                let index = usize::try_from(member - 1)
-                    .ok()
-                    .and_then(|k| order.get(k).copied())
-                    .ok_or_else(|| StoreError::internal("ack member out of range"))?;
-                out[index] = Some(LeaseAcked {
-                    queue_name: col(row, "queue_name")?,
-                    partition_name: col(row, "partition_name")?,
-                });
-            }
-            Ok(out)
-        })
-    }
 }
 
 fn int(n: usize) -> Result<i32, StoreError> {

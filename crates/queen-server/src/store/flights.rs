@@ -2,21 +2,23 @@
 //!
 //! The same shape as the push batcher (`batcher.rs`): requests queue here
 //! while earlier flights are in the air, and each flight takes the waiting
-//! requests that can share a statement (the same `Fly::Key`) and answers
-//! all of them with one call of `Fly::fly`. There is no timer: a lone
-//! request leaves at once. At most `Limits::inflight` flights are in the
-//! air; a further one leaves while others fly only when it carries
-//! `Limits::second` requests or a key no flight in the air has, so small
-//! requests merge instead of queueing on each other. A flight whose call
-//! fails (other than by the database being unavailable) is flown again one
-//! request at a time, so one request's error does not fail the others.
+//! requests that can share a statement and answers all of them with one
+//! call of `Fly::fly`. A request with a key (`Fly::key`) shares a flight
+//! only with requests of the same key; one without (an ack) joins any
+//! flight. There is no timer: a lone request leaves at once. At most
+//! `Limits::inflight` flights are in the air; a further one leaves while
+//! others fly only when it carries `Limits::second` requests or a key no
+//! flight in the air has, so small requests merge instead of queueing on
+//! each other. A flight whose call fails (other than by the database being
+//! unavailable) is flown again one request at a time, so one request's
+//! error does not fail the others.
 //! `docs/benchmarks.md` ("Consume path, part 3") has the measurements.
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::sync::Arc;
 
-use prometheus::{IntCounter, IntCounterVec, Opts};
+use prometheus::{IntCounterVec, Opts};
 use tokio::sync::{mpsc, oneshot};
 
 use super::StoreError;
@@ -31,11 +33,15 @@ pub(super) trait Fly: Send + Sync + 'static {
     /// Its answer.
     type Resp: Send + 'static;
     /// Requests with equal keys may share a flight.
-    type Key: PartialEq + Clone + Send + 'static;
+    type Key: PartialEq + Clone + Send + Sync + 'static;
 
-    fn key(req: &Self::Req) -> &Self::Key;
+    /// `None`: the request may join a flight of any key.
+    fn key(req: &Self::Req) -> Option<&Self::Key>;
 
-    /// Answers every request of `reqs` (which share one key), in order.
+    /// The label the metrics count `req` under.
+    fn op(req: &Self::Req) -> &'static str;
+
+    /// Answers every request of `reqs` (at most one key among them), in order.
     fn fly(
         &self,
         reqs: &[Self::Req],
@@ -54,7 +60,8 @@ pub(super) struct Limits {
     pub(super) second: usize,
 }
 
-/// Flights and the requests they carried, by kind (`op` = `pop` | `ack`).
+/// Flights and the requests they carried, by kind (`op` = `pop` | `ack`): a
+/// flight counts once under each kind it carried.
 #[derive(Clone)]
 pub(super) struct FlightMetrics {
     flights: IntCounterVec,
@@ -90,13 +97,6 @@ impl FlightMetrics {
     }
 }
 
-/// The two counters of one kind.
-#[derive(Clone)]
-struct Counters {
-    flights: IntCounter,
-    members: IntCounter,
-}
-
 type Reply<F> = oneshot::Sender<Result<<F as Fly>::Resp, StoreError>>;
 
 struct Member<F: Fly> {
@@ -117,13 +117,9 @@ impl<F: Fly> std::fmt::Debug for Flights<F> {
 
 impl<F: Fly> Flights<F> {
     /// Spawns the flight task on the current runtime.
-    pub(super) fn start(fly: F, limits: Limits, metrics: &FlightMetrics, op: &str) -> Self {
+    pub(super) fn start(fly: F, limits: Limits, metrics: &FlightMetrics) -> Self {
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-        let counters = Counters {
-            flights: metrics.flights.with_label_values(&[op]),
-            members: metrics.members.with_label_values(&[op]),
-        };
-        tokio::spawn(run(rx, Arc::new(fly), limits, counters));
+        tokio::spawn(run(rx, Arc::new(fly), limits, metrics.clone()));
         Self { tx }
     }
 
@@ -139,39 +135,57 @@ impl<F: Fly> Flights<F> {
     }
 }
 
-/// The key of the next flight to leave, if one may: with nothing in the air
-/// the oldest request's; else the oldest request's whose key is not in the
-/// air; else the oldest request's when `Limits::second` requests wait for it.
-fn next_key<F: Fly>(
-    waiting: &VecDeque<Member<F>>,
-    in_air: &[(u64, F::Key)],
-    second: usize,
-) -> Option<F::Key> {
-    let front = F::key(&waiting.front()?.req);
-    if in_air.is_empty() {
-        return Some(front.clone());
-    }
-    if let Some(m) = waiting
-        .iter()
-        .find(|m| !in_air.iter().any(|(_, k)| k == F::key(&m.req)))
-    {
-        return Some(F::key(&m.req).clone());
-    }
-    let same = waiting.iter().filter(|m| F::key(&m.req) == front).count();
-    (same >= second).then(|| front.clone())
+/// The key a flight leaving now would carry: the oldest keyed request's;
+/// `None` when only requests without a key wait.
+fn flight_key<F: Fly>(waiting: &VecDeque<Member<F>>) -> Option<F::Key> {
+    waiting.iter().find_map(|m| F::key(&m.req)).cloned()
 }
 
-/// The waiting requests with `key`, oldest first, up to `most`; the others
-/// keep their order.
+/// Whether `req` may fly in a flight carrying `key`.
+fn joins<F: Fly>(req: &F::Req, key: Option<&F::Key>) -> bool {
+    F::key(req).is_none_or(|k| Some(k) == key)
+}
+
+/// The key of the next flight to leave, if one may: with nothing in the air
+/// `flight_key`; else the oldest key no flight in the air carries; else
+/// `flight_key` when `Limits::second` requests would go with it.
+fn next_key<F: Fly>(
+    waiting: &VecDeque<Member<F>>,
+    in_air: &[(u64, Option<F::Key>)],
+    second: usize,
+) -> Option<Option<F::Key>> {
+    if waiting.is_empty() {
+        return None;
+    }
+    if in_air.is_empty() {
+        return Some(flight_key::<F>(waiting));
+    }
+    if let Some(k) = waiting
+        .iter()
+        .filter_map(|m| F::key(&m.req))
+        .find(|k| !in_air.iter().any(|(_, a)| a.as_ref() == Some(*k)))
+    {
+        return Some(Some(k.clone()));
+    }
+    let key = flight_key::<F>(waiting);
+    let going = waiting
+        .iter()
+        .filter(|m| joins::<F>(&m.req, key.as_ref()))
+        .count();
+    (going >= second).then_some(key)
+}
+
+/// The waiting requests that may fly with `key`, oldest first, up to `most`;
+/// the others keep their order.
 fn take_flight<F: Fly>(
     waiting: &mut VecDeque<Member<F>>,
-    key: &F::Key,
+    key: Option<&F::Key>,
     most: usize,
 ) -> Vec<Member<F>> {
     let mut taken = Vec::new();
     let mut kept = VecDeque::with_capacity(waiting.len());
     for m in waiting.drain(..) {
-        if taken.len() < most && F::key(&m.req) == key {
+        if taken.len() < most && joins::<F>(&m.req, key) {
             taken.push(m);
         } else {
             kept.push_back(m);
@@ -181,15 +195,31 @@ fn take_flight<F: Fly>(
     taken
 }
 
+/// Counts one flight of `members` under each kind it carries.
+fn count<F: Fly>(metrics: &FlightMetrics, members: &[Member<F>]) {
+    let mut kinds: Vec<(&'static str, u64)> = Vec::new();
+    for m in members {
+        let op = F::op(&m.req);
+        match kinds.iter_mut().find(|(k, _)| *k == op) {
+            Some((_, n)) => *n += 1,
+            None => kinds.push((op, 1)),
+        }
+    }
+    for (op, n) in kinds {
+        metrics.flights.with_label_values(&[op]).inc();
+        metrics.members.with_label_values(&[op]).inc_by(n);
+    }
+}
+
 async fn run<F: Fly>(
     mut rx: mpsc::Receiver<Member<F>>,
     fly: Arc<F>,
     limits: Limits,
-    counters: Counters,
+    metrics: FlightMetrics,
 ) {
     let mut waiting: VecDeque<Member<F>> = VecDeque::new();
     // the flights in the air: an id and the key each carries
-    let mut in_air: Vec<(u64, F::Key)> = Vec::new();
+    let mut in_air: Vec<(u64, Option<F::Key>)> = Vec::new();
     let mut next_id = 0u64;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<u64>();
     let mut open = true;
@@ -203,12 +233,11 @@ async fn run<F: Fly>(
         }
         if in_air.len() < limits.inflight {
             if let Some(key) = next_key::<F>(&waiting, &in_air, limits.second) {
-                let members = take_flight::<F>(&mut waiting, &key, limits.members.max(1));
+                let members = take_flight::<F>(&mut waiting, key.as_ref(), limits.members.max(1));
                 let id = next_id;
                 next_id += 1;
                 in_air.push((id, key));
-                counters.flights.inc();
-                counters.members.inc_by(members.len() as u64);
+                count(&metrics, &members);
                 let (fly, done_tx) = (fly.clone(), done_tx.clone());
                 tokio::spawn(async move {
                     flight(&*fly, members).await;

@@ -72,8 +72,7 @@ pub struct Store {
     db: op::Db,
     hosts: connect::Hosts,
     batcher: batcher::Batcher,
-    pop_flights: flights::Flights<consume::PopFly>,
-    ack_flights: flights::Flights<consume::AckFly>,
+    consume_flights: flights::Flights<consume::ConsumeFly>,
     flight_metrics: flights::FlightMetrics,
 }
 

@@ -76,6 +76,8 @@ db_ops! {
     Pop => "pop", "store.pop";
     /// `queen.ack_batch`.
     Ack => "ack", "store.ack";
+    /// `sql/statements/consume_flight.sql`: one flight of the consumer group commit.
+    Consume => "consume", "store.consume";
     /// `/transaction`: acks and pushes in one PostgreSQL transaction.
     Transaction => "transaction", "store.transaction";
     /// `queen.extend_lease`.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio_postgres::config::TargetSessionAttrs;
 
-use super::consume::{self, ACK_LIMITS, POP_LIMITS};
+use super::consume;
 use super::op::{with_op, Db, DbOp, Deadlines};
 use super::{batcher, connect, flights, run_migrations, tls, Store, StoreError};
 use crate::config::{split_list, DbConfig};
@@ -128,17 +128,10 @@ impl Store {
         let flight_metrics = flights::FlightMetrics::new();
         Ok(Self {
             batcher: batcher::Batcher::start(db.clone()),
-            pop_flights: flights::Flights::start(
-                consume::PopFly { db: db.clone() },
-                POP_LIMITS,
+            consume_flights: flights::Flights::start(
+                consume::ConsumeFly { db: db.clone() },
+                consume::LIMITS,
                 &flight_metrics,
-                "pop",
-            ),
-            ack_flights: flights::Flights::start(
-                consume::AckFly { db: db.clone() },
-                ACK_LIMITS,
-                &flight_metrics,
-                "ack",
             ),
             flight_metrics,
             db,

@@ -1,17 +1,22 @@
 //! Pop: claiming a leased batch with `queen.claim_partition` (one partition)
 //! or `queen.pop_queue` (wildcard, hint list first), and extending leases.
 //! The common wildcard pop (hints known, one partition, no delay, window or
-//! auto-ack) first tries one prepared statement, `sql/statements/pop_hinted.sql`,
-//! that claims and reads the range as stored, shared by the pops waiting at
-//! the same moment (consumer group commit, `flights.rs` and `consume.rs`).
+//! auto-ack) first tries one prepared statement, `sql/statements/consume_flight.sql`,
+//! that claims and reads the range as stored, shared by the pops and acks
+//! waiting at the same moment (consumer group commit, `flights.rs` and
+//! `consume.rs`).
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::Row;
 use uuid::Uuid;
 
-use super::consume::{PopKey, PopMember};
+use super::consume::{ConsumeReq, ConsumeResp, PopAnswer, PopKey, PopMember};
 use super::op::{with_op, DbOp};
 use super::{col, QueueRow, Store, StoreError};
+
+/// Flights a hinted pop tries before `queen.pop_queue` when they find no
+/// free partition for it while releasing some (see `PopAnswer::NoPartition`).
+const HINTED_FLIGHTS: usize = 2;
 
 /// What a pop asks for; the queue's own options supply delay, window and lease time.
 #[derive(Debug, Clone)]
@@ -40,7 +45,7 @@ pub struct Claim {
     pub messages: Vec<ClaimedMessage>,
     /// Wildcard pops: hinted partitions with nothing past the group's cursor.
     pub drained_hints: Vec<String>,
-    /// Claimed by the one-statement path (`sql/statements/pop_hinted.sql`).
+    /// Claimed by the one-statement path (`sql/statements/consume_flight.sql`).
     pub by_statement: bool,
 }
 
@@ -71,19 +76,27 @@ impl Store {
     /// Claims messages for a consumer group; see `queen.claim_partition`/`queen.pop_queue`.
     pub async fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, StoreError> {
         if hinted_applies(req) {
-            let member = PopMember {
-                key: PopKey {
-                    queue_id: req.queue.id,
-                    group: req.group.to_owned(),
-                    batch: req.batch,
-                    lease_time: req.queue.options.lease_time,
-                    holder: req.holder.to_owned(),
-                    hints: req.hints.to_vec(),
-                },
-                lease_id: req.lease_id,
-            };
-            if let Some(claim) = self.pop_flights.call(member).await? {
-                return Ok(claim);
+            // a pop the statement found no partition for while its acks
+            // released some rides the next flight once, which sees them
+            for _ in 0..HINTED_FLIGHTS {
+                let member = PopMember {
+                    key: PopKey {
+                        queue_id: req.queue.id,
+                        group: req.group.to_owned(),
+                        batch: req.batch,
+                        lease_time: req.queue.options.lease_time,
+                        holder: req.holder.to_owned(),
+                        hints: req.hints.to_vec(),
+                    },
+                    lease_id: req.lease_id,
+                };
+                match self.consume_flights.call(ConsumeReq::Pop(member)).await? {
+                    ConsumeResp::Pop(PopAnswer::Claimed(claim)) => return Ok(claim),
+                    ConsumeResp::Pop(PopAnswer::NoPartition { released: true }) => continue,
+                    ConsumeResp::Pop(PopAnswer::NoPartition { released: false })
+                    | ConsumeResp::Pop(PopAnswer::Irregular)
+                    | ConsumeResp::Ack(_) => break,
+                }
             }
         }
         with_op!(self.db, DbOp::Pop, |client| {
@@ -176,7 +189,7 @@ impl Store {
     }
 }
 
-/// Whether a wildcard pop may try `pop_hinted.sql` first: the conditions that
+/// Whether a wildcard pop may try `consume_flight.sql` first: the conditions that
 /// statement leaves to `queen.pop_queue` are all known before the call.
 fn hinted_applies(req: &ClaimRequest<'_>) -> bool {
     let o = &req.queue.options;

@@ -252,3 +252,145 @@ async fn groups_popping_together_each_get_every_partition_once() {
         .await;
     }
 }
+
+async fn counter(b: &queen_testkit::TestBroker, name: &str) -> f64 {
+    prometheus_value(b, name).await.unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_and_pops_waiting_together_share_one_statement() {
+    let (db, b) = setup().await;
+    let queue = unique("cf4");
+    let rounds = 6;
+    fill(&b, &queue, 32, rounds + 1).await;
+    for p in 0..32 {
+        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
+        let body = pop_ok(&b, &path).await;
+        ack_batch(&b, None, messages(&body)).await;
+    }
+    let client = db.client().await.expect("db client");
+    let path = pop_path(&queue, None, "batch=1");
+    // 16 partitions leased; then their 16 acks and 16 more pops at once
+    let mut held = pop_together(&b, &path, 16).await;
+    let mut shared = false;
+    let mut delivered = BTreeSet::new();
+    for body in &held {
+        assert!(delivered.insert(txn_ids(body)[0].clone()), "{body}");
+    }
+    for _ in 0..rounds {
+        let statements = counter(&b, "queen_db_op_duration_seconds_count{op=\"consume\"}").await;
+        let pop_flights = counter(&b, "queen_consume_flights_total{op=\"pop\"}").await;
+        let ack_flights = counter(&b, "queen_consume_flights_total{op=\"ack\"}").await;
+        let acks = join_all(held.iter().map(|body| ack_batch(&b, None, messages(body))));
+        let pops = join_all((0..16).map(|_| pop_ok(&b, &path)));
+        let (answers, bodies) = futures_util::join!(acks, pops);
+        for (r, body) in answers.iter().zip(&held) {
+            assert_eq!(r[0]["success"], true, "{r}");
+            assert_eq!(r[0]["leaseReleased"], true, "{r}");
+            let pid: uuid::Uuid = messages(body)[0]["partitionId"]
+                .as_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let offset = cursor(&client, pid, GROUP).await.expect("cursor").0;
+            assert!(offset >= 2, "acked cursor moved: {body}");
+        }
+        // every pop got one message no other pop got, one partition each
+        let mut partitions = BTreeSet::new();
+        for body in &bodies {
+            let msgs = messages(body);
+            assert_eq!(msgs.len(), 1, "{body}");
+            assert!(
+                partitions.insert(msgs[0]["partition"].to_string()),
+                "{bodies:?}"
+            );
+            assert!(delivered.insert(txn_ids(body)[0].clone()), "twice: {body}");
+        }
+        let statements =
+            counter(&b, "queen_db_op_duration_seconds_count{op=\"consume\"}").await - statements;
+        let flights = counter(&b, "queen_consume_flights_total{op=\"pop\"}").await - pop_flights
+            + counter(&b, "queen_consume_flights_total{op=\"ack\"}").await
+            - ack_flights;
+        // a statement that carried pops and acks counts under both
+        shared |= statements > 0.0 && statements < flights;
+        held = bodies;
+    }
+    assert!(shared, "no statement carried both pops and acks");
+    // nothing was lost or doubled: the rest drains exactly
+    let acks = join_all(held.iter().map(|body| ack_batch(&b, None, messages(body)))).await;
+    assert!(acks.iter().all(|r| r[0]["success"] == true), "{acks:?}");
+    let rest = drain_group(&b, &queue, GROUP).await;
+    for t in rest {
+        assert!(delivered.insert(t.clone()), "twice: {t}");
+    }
+    assert_eq!(delivered.len(), 32 * rounds);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pop_flying_with_the_ack_that_frees_its_partition_gets_it_in_the_next_flight() {
+    let (db, b) = setup().await;
+    let (queue, other) = (unique("cf5"), unique("cf5o"));
+    fill(&b, &queue, 1, 3).await;
+    fill(&b, &other, 1, 3).await;
+    // cursor rows exist (first contact through the function path)
+    for q in [&queue, &other] {
+        let body = pop_ok(&b, &pop_path(q, Some("p0"), "batch=1")).await;
+        ack_batch(&b, None, messages(&body)).await;
+    }
+    let wildcard = pop_path(&queue, None, "batch=1");
+    let held = pop_ok(&b, &pop_path(&queue, Some("p0"), "batch=1")).await;
+    let held_other = pop_ok(&b, &pop_path(&other, Some("p0"), "batch=1")).await;
+
+    // a flight in the air: the other queue's ack waits on a row lock held here
+    let mut locker = db.client().await.expect("db client");
+    let tx = locker.transaction().await.unwrap();
+    let other_pid: uuid::Uuid = messages(&held_other)[0]["partitionId"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    tx.execute(
+        "SELECT 1 FROM queen.log_consumers WHERE partition_id = $1 FOR UPDATE",
+        &[&other_pid],
+    )
+    .await
+    .unwrap();
+    let blocked = ack_batch(&b, None, messages(&held_other));
+    let rest = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // the ack that frees p0 waits behind it (fewer than 8 waiting)
+        let ack = ack_batch(&b, None, messages(&held));
+        let pop = async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            // a wildcard pop takes no hints once per 500 ms (the database
+            // walk's turn, queen.pop_queue, which finds p0 leased: 204); a
+            // hinted one leaves at once (no flight of its queue in the air)
+            // and takes the ack along
+            for _ in 0..3 {
+                let statement_pops = counter(&b, "queen_consume_statement_total{op=\"pop\"}").await;
+                let function_pops =
+                    counter(&b, "queen_db_op_duration_seconds_count{op=\"pop\"}").await;
+                let (code, body) = b.get(&wildcard).await;
+                if code == StatusCode::OK {
+                    return (body, statement_pops, function_pops);
+                }
+            }
+            panic!("three pops found nothing while the ack was in a flight");
+        };
+        let (r, (body, statement_pops, function_pops)) = futures_util::join!(ack, pop);
+        assert_eq!(txn_ids(&body), vec!["p0-2".to_owned()], "{body}");
+        assert_eq!(r[0]["leaseReleased"], true, "{r}");
+        // by the statement, in a second flight, without queen.pop_queue
+        assert_eq!(
+            counter(&b, "queen_consume_statement_total{op=\"pop\"}").await,
+            statement_pops + 1.0
+        );
+        assert_eq!(
+            counter(&b, "queen_db_op_duration_seconds_count{op=\"pop\"}").await,
+            function_pops
+        );
+        tx.rollback().await.unwrap();
+    };
+    let (r, ()) = futures_util::join!(blocked, rest);
+    assert_eq!(r[0]["success"], true, "{r}");
+}

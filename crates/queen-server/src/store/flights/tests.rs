@@ -7,6 +7,8 @@ use super::*;
 /// What the test flights did, and the gate each flight passes.
 struct State {
     flown: Mutex<Vec<Vec<i64>>>,
+    /// Flights that started, before their permit.
+    started: std::sync::atomic::AtomicUsize,
     gate: Semaphore,
 }
 
@@ -19,11 +21,23 @@ impl Fly for Doubler {
     type Resp = i64;
     type Key = u8;
 
-    fn key(req: &(u8, i64)) -> &u8 {
-        &req.0
+    /// Key 255: joins any flight.
+    fn key(req: &(u8, i64)) -> Option<&u8> {
+        (req.0 != 255).then_some(&req.0)
+    }
+
+    fn op(req: &(u8, i64)) -> &'static str {
+        if req.0 == 255 {
+            "any"
+        } else {
+            "keyed"
+        }
     }
 
     async fn fly(&self, reqs: &[(u8, i64)]) -> Result<Vec<i64>, StoreError> {
+        self.0
+            .started
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         self.0.gate.acquire().await.expect("gate open").forget();
         self.0
             .flown
@@ -40,14 +54,10 @@ impl Fly for Doubler {
 fn start(limits: Limits) -> (Arc<Flights<Doubler>>, Arc<State>) {
     let state = Arc::new(State {
         flown: Mutex::default(),
+        started: Default::default(),
         gate: Semaphore::new(0),
     });
-    let flights = Flights::start(
-        Doubler(state.clone()),
-        limits,
-        &FlightMetrics::new(),
-        "test",
-    );
+    let flights = Flights::start(Doubler(state.clone()), limits, &FlightMetrics::new());
     (Arc::new(flights), state)
 }
 
@@ -163,6 +173,76 @@ async fn other_keys_do_not_wait_for_a_flight_of_another_key() {
     let flown = fly.flown.lock().unwrap().clone();
     assert_eq!(flown.len(), 3, "{flown:?}");
     assert_eq!(flown[2], vec![2], "{flown:?}");
+}
+
+#[tokio::test]
+async fn requests_without_a_key_join_a_flight_of_any_key() {
+    let limits = Limits {
+        members: 64,
+        inflight: 1,
+        second: 8,
+    };
+    let (flights, fly) = start(limits);
+    let blocker = tokio::spawn({
+        let f = flights.clone();
+        async move { f.call((0, 1)).await }
+    });
+    settle().await;
+    // behind it: a keyless request, key 1, key 0, another keyless one
+    let waiting: Vec<_> = [(255, 10), (1, 2), (0, 3), (255, 11)]
+        .into_iter()
+        .map(|r| {
+            let f = flights.clone();
+            let h = tokio::spawn(async move { f.call(r).await });
+            (r.1, h)
+        })
+        .collect();
+    settle().await;
+    fly.gate.add_permits(10);
+    assert_eq!(blocker.await.unwrap().unwrap(), 2);
+    for (n, h) in waiting {
+        assert_eq!(h.await.unwrap().unwrap(), n * 2);
+    }
+    // the oldest keyed request names the flight; the keyless ones go with
+    // it, the other key flies alone after
+    let flown = fly.flown.lock().unwrap().clone();
+    assert_eq!(flown, vec![vec![1], vec![10, 2, 11], vec![3]]);
+}
+
+#[tokio::test]
+async fn keyless_requests_wait_for_the_flight_in_the_air_until_enough_wait() {
+    let limits = Limits {
+        members: 64,
+        inflight: 2,
+        second: 3,
+    };
+    let (flights, fly) = start(limits);
+    let keyed = tokio::spawn({
+        let f = flights.clone();
+        async move { f.call((0, 1)).await }
+    });
+    settle().await;
+    let spawn = |n: i64| {
+        let f = flights.clone();
+        tokio::spawn(async move { f.call((255, n)).await })
+    };
+    let started = || fly.started.load(std::sync::atomic::Ordering::SeqCst);
+    let two: Vec<_> = [2, 3].into_iter().map(spawn).collect();
+    settle().await;
+    // two wait behind the flight in the air: fewer than `second`
+    assert_eq!(started(), 1);
+    let third = spawn(4);
+    settle().await;
+    // three: a second flight leaves while the first still flies
+    assert_eq!(started(), 2);
+    fly.gate.add_permits(10);
+    assert_eq!(keyed.await.unwrap().unwrap(), 2);
+    for (n, h) in [2, 3].into_iter().zip(two) {
+        assert_eq!(h.await.unwrap().unwrap(), n * 2);
+    }
+    assert_eq!(third.await.unwrap().unwrap(), 8);
+    let flown = fly.flown.lock().unwrap().clone();
+    assert_eq!(flown, vec![vec![1], vec![2, 3, 4]]);
 }
 
 #[tokio::test]
