@@ -12,12 +12,13 @@ use super::pop::{Claim, ClaimedMessage};
 use super::{col, StoreError};
 
 /// At most 64 pops and acks per statement, two statements in the air, a
-/// second one only for 8 waiting requests (or a pop of another queue or
-/// group).
+/// second one only for 16 waiting requests (or a pop of another queue or
+/// group): with 16 single-message consumers, 16 against 8 cut PostgreSQL's
+/// CPU per pop+ack by a fifth (docs/benchmarks.md, "Consume path, part 4").
 pub(super) const LIMITS: Limits = Limits {
     members: 64,
     inflight: 2,
-    second: 8,
+    second: 16,
 };
 
 /// What the pops of one flight share.
