@@ -111,15 +111,8 @@ impl Fly for ConsumeFly {
     }
 
     async fn fly(&self, reqs: &[ConsumeReq]) -> Result<Vec<ConsumeResp>, StoreError> {
-        let pops: Vec<(usize, &PopMember)> = reqs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| match r {
-                ConsumeReq::Pop(p) => Some((i, p)),
-                ConsumeReq::Ack(_) => None,
-            })
-            .collect();
-        let acks = AckArrays::new(reqs)?;
+        let (pops, acks) = split(reqs);
+        let acks = AckArrays::new(acks)?;
         let key = pops.first().map(|(_, p)| &p.key);
         let lease_ids: Vec<Uuid> = pops.iter().map(|(_, p)| p.lease_id).collect();
         let no_hints: Vec<String> = Vec::new();
@@ -225,16 +218,22 @@ struct AckArrays<'a> {
     txns: Vec<&'a str>,
 }
 
+/// The pops and the acks of a flight, each with its request index.
+type Indexed<'a, T> = Vec<(usize, &'a T)>;
+
+fn split(reqs: &[ConsumeReq]) -> (Indexed<'_, PopMember>, Indexed<'_, AckMember>) {
+    let (mut pops, mut acks) = (Vec::new(), Vec::new());
+    for (i, r) in reqs.iter().enumerate() {
+        match r {
+            ConsumeReq::Pop(p) => pops.push((i, p)),
+            ConsumeReq::Ack(a) => acks.push((i, a)),
+        }
+    }
+    (pops, acks)
+}
+
 impl<'a> AckArrays<'a> {
-    fn new(reqs: &'a [ConsumeReq]) -> Result<Self, StoreError> {
-        let mut acks: Vec<(usize, &AckMember)> = reqs
-            .iter()
-            .enumerate()
-            .filter_map(|(i, r)| match r {
-                ConsumeReq::Ack(a) => Some((i, a)),
-                ConsumeReq::Pop(_) => None,
-            })
-            .collect();
+    fn new(mut acks: Indexed<'a, AckMember>) -> Result<Self, StoreError> {
         acks.sort_by_key(|(_, a)| (a.partition_id, a.group.as_str()));
         let n = acks.len();
         let mut arrays = Self {

@@ -61,6 +61,14 @@ fn start(limits: Limits) -> (Arc<Flights<Doubler>>, Arc<State>) {
     (Arc::new(flights), state)
 }
 
+type Handle = tokio::task::JoinHandle<Result<i64, StoreError>>;
+
+/// Calls `req` on a task of its own.
+fn call(flights: &Arc<Flights<Doubler>>, req: (u8, i64)) -> Handle {
+    let f = flights.clone();
+    tokio::spawn(async move { f.call(req).await })
+}
+
 /// Lets the spawned requests reach the flight task and its flights start.
 async fn settle() {
     for _ in 0..20 {
@@ -76,17 +84,9 @@ async fn requests_waiting_behind_a_flight_leave_together() {
         second: 8,
     };
     let (flights, fly) = start(limits);
-    let first = tokio::spawn({
-        let f = flights.clone();
-        async move { f.call((0, 1)).await }
-    });
+    let first = call(&flights, (0, 1));
     settle().await;
-    let rest: Vec<_> = (2..12)
-        .map(|n| {
-            let f = flights.clone();
-            tokio::spawn(async move { f.call((0, n)).await })
-        })
-        .collect();
+    let rest: Vec<_> = (2..12).map(|n| call(&flights, (0, n))).collect();
     settle().await;
     fly.gate.add_permits(10);
     assert_eq!(first.await.unwrap().unwrap(), 2);
@@ -105,17 +105,11 @@ async fn a_failing_member_fails_alone() {
         second: 8,
     };
     let (flights, fly) = start(limits);
-    let blocker = tokio::spawn({
-        let f = flights.clone();
-        async move { f.call((0, 100)).await }
-    });
+    let blocker = call(&flights, (0, 100));
     settle().await;
     let members: Vec<_> = [1, 2, -3, 4]
         .into_iter()
-        .map(|n| {
-            let f = flights.clone();
-            tokio::spawn(async move { f.call((0, n)).await })
-        })
+        .map(|n| call(&flights, (0, n)))
         .collect();
     settle().await;
     fly.gate.add_permits(10);
@@ -148,20 +142,11 @@ async fn other_keys_do_not_wait_for_a_flight_of_another_key() {
         second: 8,
     };
     let (flights, fly) = start(limits);
-    let a = tokio::spawn({
-        let f = flights.clone();
-        async move { f.call((0, 1)).await }
-    });
+    let a = call(&flights, (0, 1));
     settle().await;
     // same key: waits (fewer than `second` waiting); other key: leaves
-    let same = tokio::spawn({
-        let f = flights.clone();
-        async move { f.call((0, 2)).await }
-    });
-    let other = tokio::spawn({
-        let f = flights.clone();
-        async move { f.call((1, 3)).await }
-    });
+    let same = call(&flights, (0, 2));
+    let other = call(&flights, (1, 3));
     settle().await;
     fly.gate.add_permits(1);
     settle().await;
@@ -183,17 +168,13 @@ async fn requests_without_a_key_join_a_flight_of_any_key() {
         second: 8,
     };
     let (flights, fly) = start(limits);
-    let blocker = tokio::spawn({
-        let f = flights.clone();
-        async move { f.call((0, 1)).await }
-    });
+    let blocker = call(&flights, (0, 1));
     settle().await;
     // behind it: a keyless request, key 1, key 0, another keyless one
     let waiting: Vec<_> = [(255, 10), (1, 2), (0, 3), (255, 11)]
         .into_iter()
         .map(|r| {
-            let f = flights.clone();
-            let h = tokio::spawn(async move { f.call(r).await });
+            let h = call(&flights, r);
             (r.1, h)
         })
         .collect();
@@ -217,15 +198,9 @@ async fn keyless_requests_wait_for_the_flight_in_the_air_until_enough_wait() {
         second: 3,
     };
     let (flights, fly) = start(limits);
-    let keyed = tokio::spawn({
-        let f = flights.clone();
-        async move { f.call((0, 1)).await }
-    });
+    let keyed = call(&flights, (0, 1));
     settle().await;
-    let spawn = |n: i64| {
-        let f = flights.clone();
-        tokio::spawn(async move { f.call((255, n)).await })
-    };
+    let spawn = |n: i64| call(&flights, (255, n));
     let started = || fly.started.load(std::sync::atomic::Ordering::SeqCst);
     let two: Vec<_> = [2, 3].into_iter().map(spawn).collect();
     settle().await;
@@ -254,12 +229,7 @@ async fn a_flight_carries_at_most_its_members() {
     };
     let (flights, fly) = start(limits);
     fly.gate.add_permits(100);
-    let all: Vec<_> = (0..7)
-        .map(|n| {
-            let f = flights.clone();
-            tokio::spawn(async move { f.call((0, n)).await })
-        })
-        .collect();
+    let all: Vec<_> = (0..7).map(|n| call(&flights, (0, n))).collect();
     for (n, r) in (0..7).zip(futures_join(all).await) {
         assert_eq!(r.unwrap(), n * 2);
     }
@@ -268,9 +238,7 @@ async fn a_flight_carries_at_most_its_members() {
     assert_eq!(flown.iter().map(Vec::len).sum::<usize>(), 7);
 }
 
-async fn futures_join(
-    handles: Vec<tokio::task::JoinHandle<Result<i64, StoreError>>>,
-) -> Vec<Result<i64, StoreError>> {
+async fn futures_join(handles: Vec<Handle>) -> Vec<Result<i64, StoreError>> {
     let mut out = Vec::new();
     for h in handles {
         out.push(h.await.unwrap());
