@@ -149,43 +149,32 @@ impl Fly for ConsumeFly {
                     ConsumeReq::Ack(_) => ConsumeResp::Ack(None),
                 })
                 .collect();
-            let mut at = 0;
-            while at < rows.len() {
-                let kind: &str = col(&rows[at], "kind")?;
-                let member: i64 = col(&rows[at], "member")?;
-                let mut end = at + 1;
-                while end < rows.len()
-                    && col::<i64>(&rows[end], "member")? == member
-                    && col::<&str>(&rows[end], "kind")? == kind
-                {
-                    end += 1;
-                }
-                let k = usize::try_from(member - 1).ok();
+            // a member's rows are adjacent: one per ack, one per segment of a pop
+            for member_rows in rows.chunk_by(|a, b| member_of(a) == member_of(b)) {
+                let first = &member_rows[0];
+                let kind: &str = col(first, "kind")?;
+                let k = usize::try_from(col::<i64>(first, "member")? - 1).ok();
                 if kind == "ack" {
                     let index = k
                         .and_then(|k| acks.order.get(k).copied())
                         .ok_or_else(|| StoreError::internal("ack member out of range"))?;
                     out[index] = ConsumeResp::Ack(Some(LeaseAcked {
-                        queue_name: col(&rows[at], "queue_name")?,
-                        partition_name: col(&rows[at], "partition_name")?,
+                        queue_name: col(first, "queue_name")?,
+                        partition_name: col(first, "partition_name")?,
                     }));
-                    at = end;
                     continue;
                 }
                 let (index, pop) = k
                     .and_then(|k| pops.get(k).copied())
                     .ok_or_else(|| StoreError::internal("pop member out of range"))?;
-                let member_rows = &rows[at..end];
-                match messages_from_segments(member_rows)? {
-                    Some(messages) => {
-                        out[index] = ConsumeResp::Pop(PopAnswer::Claimed(Claim {
-                            messages,
-                            drained_hints: Vec::new(),
-                            by_statement: true,
-                        }));
-                    }
+                out[index] = match messages_from_segments(member_rows)? {
+                    Some(messages) => ConsumeResp::Pop(PopAnswer::Claimed(Claim {
+                        messages,
+                        drained_hints: Vec::new(),
+                        by_statement: true,
+                    })),
                     None => {
-                        let partition_id: Uuid = col(&member_rows[0], "partition_id")?;
+                        let partition_id: Uuid = col(first, "partition_id")?;
                         let stmt = client
                             .prepare_cached(
                                 "UPDATE queen.log_consumers SET lease_expires_at = NULL
@@ -195,14 +184,19 @@ impl Fly for ConsumeFly {
                         client
                             .execute(&stmt, &[&partition_id, &pop.key.group, &pop.lease_id])
                             .await?;
-                        out[index] = ConsumeResp::Pop(PopAnswer::Irregular);
+                        ConsumeResp::Pop(PopAnswer::Irregular)
                     }
-                }
-                at = end;
+                };
             }
             Ok(out)
         })
     }
+}
+
+/// Which member a row of the statement answers (`None` for a row whose
+/// columns do not read; `col` then reports it).
+fn member_of(row: &Row) -> Option<(&str, i64)> {
+    Some((row.try_get("kind").ok()?, row.try_get("member").ok()?))
 }
 
 /// The acks of a flight as the statement's arrays, in cursor-row order (so

@@ -245,6 +245,23 @@ pub async fn cursor(
         .map(|r| (r.get(0), r.get(1)))
 }
 
+/// A cursor row's `(total_consumed, batches_consumed)`.
+pub async fn cursor_counts(
+    client: &tokio_postgres::Client,
+    partition: uuid::Uuid,
+    group: &str,
+) -> (i64, i64) {
+    let row = client
+        .query_one(
+            "SELECT total_consumed, batches_consumed FROM queen.log_consumers
+             WHERE partition_id = $1 AND consumer_group = $2",
+            &[&partition, &group],
+        )
+        .await
+        .expect("cursor row");
+    (row.get(0), row.get(1))
+}
+
 /// The broker's `/metrics/prometheus` page.
 pub async fn prometheus_text(b: &TestBroker) -> String {
     b.http

@@ -50,6 +50,21 @@ async fn ack_batch(b: &queen_testkit::TestBroker, group: Option<&str>, msgs: Vec
     body
 }
 
+/// First contact of `group` (`None`: queue mode) with partitions p0..p{n-1}
+/// of `queue`: one message popped by the partition route (the function path,
+/// which creates the cursor row) and acked, partition by partition.
+async fn first_contact(b: &queen_testkit::TestBroker, queue: &str, n: usize, group: Option<&str>) {
+    let query = match group {
+        Some(g) => format!("consumerGroup={g}&batch=1"),
+        None => "batch=1".to_owned(),
+    };
+    for p in 0..n {
+        let body = pop_ok(b, &pop_path(queue, Some(&format!("p{p}")), &query)).await;
+        let r = ack_batch(b, group, messages(&body)).await;
+        assert_eq!(r[0]["success"], true, "{r}");
+    }
+}
+
 /// `n` wildcard pops at once; each must get messages. Their bodies.
 async fn pop_together(b: &queen_testkit::TestBroker, path: &str, n: usize) -> Vec<Value> {
     join_all((0..n).map(|_| pop_ok(b, path))).await
@@ -60,13 +75,7 @@ async fn concurrent_single_pops_get_distinct_partitions_and_are_acked_once() {
     let (db, b) = setup().await;
     let queue = unique("cf1");
     fill(&b, &queue, 32, 3).await;
-    // first contact creates the cursor rows (function path); ack them one by one
-    for p in 0..32 {
-        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
-        let body = pop_ok(&b, &path).await;
-        let r = ack_batch(&b, None, messages(&body)).await;
-        assert_eq!(r[0]["success"], true, "{r}");
-    }
+    first_contact(&b, &queue, 32, None).await;
     let client = db.client().await.expect("db client");
     let (pops_before, acks_before) = (members(&b, "pop").await, members(&b, "ack").await);
 
@@ -119,15 +128,7 @@ async fn concurrent_single_pops_get_distinct_partitions_and_are_acked_once() {
                 Some((round + 1, false)),
                 "{p}"
             );
-            let row = client
-                .query_one(
-                    "SELECT total_consumed, batches_consumed FROM queen.log_consumers
-                     WHERE partition_id = $1 AND consumer_group = $2",
-                    &[&pid, &GROUP],
-                )
-                .await
-                .unwrap();
-            let counts: (i64, i64) = (row.get(0), row.get(1));
+            let counts = cursor_counts(&client, pid, GROUP).await;
             assert_eq!(counts, (round + 1, round + 1), "{p}: acked once per round");
         }
     }
@@ -143,11 +144,7 @@ async fn grouped_acks_answer_each_member_for_itself() {
     let (db, b) = setup().await;
     let queue = unique("cf2");
     fill(&b, &queue, 12, 4).await;
-    for p in 0..12 {
-        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
-        let body = pop_ok(&b, &path).await;
-        ack_batch(&b, None, messages(&body)).await;
-    }
+    first_contact(&b, &queue, 12, None).await;
     let client = db.client().await.expect("db client");
     let bodies = pop_together(&b, &pop_path(&queue, None, "batch=3"), 12).await;
     // members 0-3 whole leases in order, 4-7 with a foreign lease id, 8-11
@@ -204,16 +201,7 @@ async fn groups_popping_together_each_get_every_partition_once() {
     fill(&b, &queue, 8, 2).await;
     let groups = ["ga", "gb"];
     for g in groups {
-        // first contact for the group, one partition at a time
-        for p in 0..8 {
-            let path = pop_path(
-                &queue,
-                Some(&format!("p{p}")),
-                &format!("consumerGroup={g}&batch=1"),
-            );
-            let body = pop_ok(&b, &path).await;
-            ack_batch(&b, Some(g), messages(&body)).await;
-        }
+        first_contact(&b, &queue, 8, Some(g)).await;
     }
     // 8 pops of each group at once: each group gets all 8 partitions once
     let pops = groups.iter().flat_map(|g| {
@@ -263,11 +251,7 @@ async fn acks_and_pops_waiting_together_share_one_statement() {
     let queue = unique("cf4");
     let rounds = 6;
     fill(&b, &queue, 32, rounds + 1).await;
-    for p in 0..32 {
-        let path = pop_path(&queue, Some(&format!("p{p}")), "batch=1");
-        let body = pop_ok(&b, &path).await;
-        ack_batch(&b, None, messages(&body)).await;
-    }
+    first_contact(&b, &queue, 32, None).await;
     let client = db.client().await.expect("db client");
     let path = pop_path(&queue, None, "batch=1");
     // 16 partitions leased; then their 16 acks and 16 more pops at once
@@ -332,10 +316,8 @@ async fn a_pop_flying_with_the_ack_that_frees_its_partition_gets_it_in_the_next_
     let (queue, other) = (unique("cf5"), unique("cf5o"));
     fill(&b, &queue, 1, 3).await;
     fill(&b, &other, 1, 3).await;
-    // cursor rows exist (first contact through the function path)
     for q in [&queue, &other] {
-        let body = pop_ok(&b, &pop_path(q, Some("p0"), "batch=1")).await;
-        ack_batch(&b, None, messages(&body)).await;
+        first_contact(&b, q, 1, None).await;
     }
     let wildcard = pop_path(&queue, None, "batch=1");
     let held = pop_ok(&b, &pop_path(&queue, Some("p0"), "batch=1")).await;

@@ -103,17 +103,7 @@ async fn hinted_pops_and_whole_lease_acks_take_one_statement_each() {
         assert_eq!(o["dlq"], false, "{o}");
     }
     assert_eq!(cursor(&client, pid, GROUP).await, Some((11, false)));
-    let (consumed, batches): (i64, i64) = {
-        let row = client
-            .query_one(
-                "SELECT total_consumed, batches_consumed FROM queen.log_consumers
-                 WHERE partition_id = $1 AND consumer_group = $2",
-                &[&pid, &GROUP],
-            )
-            .await
-            .expect("cursor row");
-        (row.get(0), row.get(1))
-    };
+    let (consumed, batches) = cursor_counts(&client, pid, GROUP).await;
     assert_eq!((consumed, batches), (11, 2));
 
     // a repeated ack finds the lease gone: the function path answers it as
