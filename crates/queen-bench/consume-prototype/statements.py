@@ -33,13 +33,14 @@ no_acks = {'$8': "'{}'", '$9': "'{}'", '$10': "'{}'", '$11': "'{}'", '$12': "'{}
 for b in (1, 10, 100):
     p = bind(load('consume_flight.sql'), {'$1': f"'{qid}'", '$2': f"'{g}'", '$3': str(b), '$4': 'ARRAY[:lease]',
                                           '$5': '300', '$6': "'bench'", '$7': f"'{hints}'", **no_acks})
-    # the broker zips the arrays itself; pgbench needs the ids for the ack in one row
+    # the broker zips the arrays itself; pgbench needs the ids for the ack in one
+    # row, and the lease id the statement minted (queen.lease_mint)
     i = p.index("\nSELECT 'pop'::text AS kind")
-    p = (p[:i] + ",\nseg AS (\n" + p[i + 1:] + "\n)\nSELECT count(*) AS n, min(partition_id::text) AS pid, "
+    p = (p[:i] + ",\nseg AS (\n" + p[i + 1:] + "\n)\nSELECT count(*) AS n, min(partition_id::text) AS pid, min(lease_id::text) AS minted, "
          "array_agg(u.t ORDER BY seg.first_offset, u.k) AS txns FROM seg, "
          "unnest(seg.transaction_ids) WITH ORDINALITY u(t, k) WHERE seg.kind = 'pop' \\gset")
     a = bind(load('consume_flight.sql'), {**no_pops, '$8': f"ARRAY['{g}']", '$9': 'ARRAY[:pid]::uuid[]',
-                                          '$10': 'ARRAY[:lease]::uuid[]', '$11': 'ARRAY[1]',
+                                          '$10': 'ARRAY[:minted]::uuid[]', '$11': 'ARRAY[1]',
                                           '$12': 'ARRAY[cardinality(:txns::text[])]', '$13': ':txns'})
     with open(f'{d}/new_b{b}.sql', 'w') as f:
         f.write("SELECT gen_random_uuid() AS lease \\gset\n" + p + "\n\\if :n > 0\n" + a + ";\n\\endif\n")

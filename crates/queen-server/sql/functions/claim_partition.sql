@@ -1,6 +1,9 @@
 -- queen.claim_partition(...): claims one partition for a consumer group and
 -- returns up to p_batch messages after the group's cursor, under a fresh
--- lease (p_lease_id, p_lease_seconds; 60 s when not positive). Returns
+-- lease for p_lease_seconds (60 s when not positive). The lease id, on every
+-- row: p_lease_id itself when p_lease_shared (one lease over several
+-- partitions, also stored as the row's lease_group), else minted from the
+-- cursor row's key and p_lease_id (queen.lease_mint). Returns
 -- nothing, and claims nothing, when the group holds a live lease there, the
 -- cursor row is being claimed concurrently, the window buffer is still open,
 -- or nothing is deliverable. A hole or a segment still inside the queue's
@@ -20,6 +23,7 @@ CREATE OR REPLACE FUNCTION queen.claim_partition(
     p_group          text,
     p_batch          integer,
     p_lease_id       uuid,
+    p_lease_shared   boolean,
     p_lease_seconds  integer,
     p_auto_ack       boolean,
     p_delay_seconds  integer,
@@ -29,7 +33,7 @@ CREATE OR REPLACE FUNCTION queen.claim_partition(
     p_sub_from       text,
     p_holder         text
 ) RETURNS TABLE (msg_offset bigint, message_id uuid, transaction_id text, trace_id uuid,
-                 payload text, producer_sub text, created_at timestamptz)
+                 payload text, producer_sub text, created_at timestamptz, lease_id uuid)
 LANGUAGE plpgsql
 -- the statements inside get one generic plan each, made once per connection:
 -- re-planning them on every call was a quarter of the call's CPU (issue 19,
@@ -48,6 +52,7 @@ DECLARE
     v_deleted bigint[] := '{}';   -- offsets of the run removed one by one
     v_last    bigint;
     v_count   integer;
+    v_lease   uuid;
     s         record;
 BEGIN
     -- a row under a live lease is not locked: locking writes the tuple
@@ -109,9 +114,10 @@ BEGIN
         EXIT WHEN v_stop = v_end;
     END LOOP;
 
+    v_lease := CASE WHEN p_lease_shared THEN p_lease_id ELSE queen.lease_mint(c.cursor_key, p_lease_id) END;
     IF v_stop >= v_start THEN
         RETURN QUERY
-            SELECT sg.first_offset + u.n - 1, u.mid, u.txn, u.tr, u.pl, u.ps, sg.created_at
+            SELECT sg.first_offset + u.n - 1, u.mid, u.txn, u.tr, u.pl, u.ps, sg.created_at, v_lease
             FROM queen.segments sg
             CROSS JOIN LATERAL unnest(sg.message_ids, sg.transaction_ids, sg.trace_ids, sg.payloads,
                                       coalesce(sg.producer_subs,
@@ -152,8 +158,11 @@ BEGIN
             lease_holder = p_holder
         WHERE partition_id = p_partition_id AND consumer_group = p_group;
     ELSE
+        -- lease_group is written only for a shared lease: an update that
+        -- changes no indexed column stays heap-only (migration V24)
         UPDATE queen.log_consumers
-        SET lease_id = p_lease_id, lease_end_offset = v_last,
+        SET lease_id = v_lease, lease_end_offset = v_last,
+            lease_group = CASE WHEN p_lease_shared THEN p_lease_id ELSE lease_group END,
             lease_expires_at = now() + make_interval(secs => CASE WHEN p_lease_seconds > 0 THEN p_lease_seconds ELSE 60 END),
             lease_holder = p_holder
         WHERE partition_id = p_partition_id AND consumer_group = p_group;

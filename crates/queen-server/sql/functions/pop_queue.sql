@@ -14,6 +14,9 @@
 -- Concurrent pops compute the same order, so each pass starts at one of its
 -- first four candidates (chosen at random) and they do not all queue on one
 -- cursor row.
+-- The lease: p_lease_id itself, shared by every partition claimed, when
+-- p_max_partitions > 1; else the one partition's own id minted from it (see
+-- queen.claim_partition). Every message row carries it.
 -- Called by: `Store::claim`, for wildcard pops.
 
 CREATE OR REPLACE FUNCTION queen.pop_queue(
@@ -35,7 +38,7 @@ CREATE OR REPLACE FUNCTION queen.pop_queue(
     p_walk             boolean     -- false: only the hints, no walk
 ) RETURNS TABLE (partition_id uuid, partition_name text, msg_offset bigint, message_id uuid,
                  transaction_id text, trace_id uuid, payload text, producer_sub text,
-                 created_at timestamptz)
+                 created_at timestamptz, lease_id uuid)
 LANGUAGE plpgsql
 -- the statements inside get one generic plan each, made once per connection:
 -- re-planning them on every call was a quarter of the call's CPU (issue 19,
@@ -79,7 +82,7 @@ BEGIN
             IF p_report_drained AND v_dnames IS NOT NULL THEN
                 RETURN QUERY
                     SELECT d.id, d.name, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid,
-                           NULL::text, NULL::text, NULL::timestamptz
+                           NULL::text, NULL::text, NULL::timestamptz, NULL::uuid
                     FROM unnest(v_dids, v_dnames) AS d(id, name);
             END IF;
         ELSE
@@ -99,7 +102,7 @@ BEGIN
             RETURN QUERY
                 SELECT v_ids[j], v_names[j], m.*
                 FROM queen.claim_partition(v_ids[j], p_queue_name, v_names[j], p_group, v_left,
-                                           p_lease_id, p_lease_seconds, p_auto_ack, p_delay_seconds,
+                                           p_lease_id, p_max_partitions > 1, p_lease_seconds, p_auto_ack, p_delay_seconds,
                                            p_window_seconds, '', p_sub_mode, p_sub_from, p_holder) m;
             GET DIAGNOSTICS v_n = ROW_COUNT;
             IF v_n > 0 THEN

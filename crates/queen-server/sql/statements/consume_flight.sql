@@ -24,9 +24,10 @@
 -- consumed first; locks those cursor rows (a row another pop is claiming
 -- right now is skipped, a row leased meanwhile fails the recheck after the
 -- lock), numbers them 1, 2, ... in that order (`member`), leases up to $3
--- messages from each cursor under lease $4[member] for $5 seconds (60 when
--- not positive) held by $6, and returns each leased range as stored: `pop`
--- rows, one per segment with its arrays sliced to the range, ordered by
+-- messages from each cursor for $5 seconds (60 when not positive) held by
+-- $6, under a lease id minted from the row's key and $4[member]
+-- (queen.lease_mint), and returns each leased range as stored: `pop` rows
+-- (with the lease id), one per segment with its arrays sliced to the range, ordered by
 -- member and segment. Each partition goes to one member only, and members
 -- past the number of free partitions get no row. The segments read are
 -- exactly those from the range's start to the one holding its end (an index
@@ -92,14 +93,14 @@ WITH acked AS (
     FROM pick
 ), c AS (
     UPDATE queen.log_consumers l
-    SET lease_id = ($4::uuid[])[num.member], lease_end_offset = num.e,
+    SET lease_id = queen.lease_mint(l.cursor_key, ($4::uuid[])[num.member]), lease_end_offset = num.e,
         lease_expires_at = now() + make_interval(secs => CASE WHEN $5::integer > 0 THEN $5::integer ELSE 60 END),
         lease_holder = $6::text
     FROM num
     WHERE l.partition_id = num.partition_id AND l.consumer_group = $2::text
-    RETURNING num.member, num.partition_id, num.name, num.s, num.e
+    RETURNING num.member, num.partition_id, num.name, num.s, num.e, l.lease_id
 )
-SELECT 'pop'::text AS kind, c.member, c.partition_id, c.name AS partition_name, NULL::text AS queue_name,
+SELECT 'pop'::text AS kind, c.member, c.partition_id, c.lease_id, c.name AS partition_name, NULL::text AS queue_name,
        c.s AS range_start, c.e AS range_end, sg.last_offset AS segment_end,
        greatest(sg.first_offset, c.s) AS first_offset,
        sg.message_ids[greatest(c.s - sg.first_offset + 1, 1) : c.e - sg.first_offset + 1] AS message_ids,
@@ -115,7 +116,7 @@ JOIN queen.segments sg ON sg.partition_id = c.partition_id
  AND sg.last_offset <= (SELECT min(x.last_offset) FROM queen.segments x
                         WHERE x.partition_id = c.partition_id AND x.last_offset >= c.e)
 UNION ALL
-SELECT 'ack', acked.member, NULL, acked.partition_name, acked.queue_name,
+SELECT 'ack', acked.member, NULL, NULL, acked.partition_name, acked.queue_name,
        NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM acked
 ORDER BY kind, member, segment_end

@@ -9,7 +9,7 @@ use uuid::Uuid;
 use super::{Broker, BrokerError, ANY_QUEUE_KEY};
 use crate::backoff::Backoff;
 use crate::config::SubscriptionMode;
-use crate::store::{ClaimRequest, ClaimedMessage, StoreError};
+use crate::store::{Claim, ClaimRequest, ClaimedMessage, StoreError};
 
 /// What a pop reads from.
 #[derive(Debug, Clone)]
@@ -146,7 +146,7 @@ impl Broker {
             Ok(None) => return PopOutcome::Empty,
             Err(e) => return PopOutcome::Failed(e),
         };
-        let lease_id = Uuid::now_v7();
+        let lease_nonce = Uuid::now_v7();
         // wildcard pops try the partitions written to lately first
         let hints = partition
             .is_none()
@@ -164,7 +164,7 @@ impl Broker {
             group: req.group.as_str(),
             batch: i32::try_from(req.batch).unwrap_or(i32::MAX),
             max_partitions: i32::try_from(req.max_partitions).unwrap_or(i32::MAX),
-            lease_id,
+            lease_nonce,
             auto_ack: req.auto_ack,
             subscription_mode: req.subscription_mode.as_str(),
             subscription_from: req.subscription_from.as_deref(),
@@ -187,9 +187,13 @@ impl Broker {
                 self.metrics.pop_walks.inc();
             }
         }
-        match claimed.map(|c| c.messages) {
-            Ok(messages) if messages.is_empty() => PopOutcome::Empty,
-            Ok(mut messages) => {
+        match claimed {
+            Ok(c) if c.messages.is_empty() => PopOutcome::Empty,
+            Ok(Claim {
+                mut messages,
+                lease_id,
+                ..
+            }) => {
                 for m in &mut messages {
                     m.payload =
                         super::crypto::open(self.cipher.as_ref(), std::mem::take(&mut m.payload));
@@ -199,10 +203,9 @@ impl Broker {
                 PopOutcome::Messages {
                     queue: queue.name,
                     partitions_claimed: partitions.len(),
-                    lease_id: if req.auto_ack {
-                        String::new()
-                    } else {
-                        lease_id.to_string()
+                    lease_id: match lease_id {
+                        Some(id) if !req.auto_ack => id.to_string(),
+                        _ => String::new(),
                     },
                     messages,
                 }

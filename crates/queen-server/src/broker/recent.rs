@@ -486,6 +486,7 @@ mod tests {
         Claim {
             messages,
             drained_hints: Vec::new(),
+            lease_id: None,
             by_statement: false,
         }
     }

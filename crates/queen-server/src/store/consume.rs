@@ -36,7 +36,8 @@ pub(super) struct PopKey {
 #[derive(Debug)]
 pub(super) struct PopMember {
     pub(super) key: PopKey,
-    pub(super) lease_id: Uuid,
+    /// The statement stores `queen.lease_mint` of the row's key and this.
+    pub(super) lease_nonce: Uuid,
 }
 
 /// One ack request of every message of one lease, `completed`, in order.
@@ -114,7 +115,7 @@ impl Fly for ConsumeFly {
         let (pops, acks) = split(reqs);
         let acks = AckArrays::new(acks)?;
         let key = pops.first().map(|(_, p)| &p.key);
-        let lease_ids: Vec<Uuid> = pops.iter().map(|(_, p)| p.lease_id).collect();
+        let nonces: Vec<Uuid> = pops.iter().map(|(_, p)| p.lease_nonce).collect();
         let no_hints: Vec<String> = Vec::new();
         with_op!(self.db, DbOp::Consume, |client| {
             let stmt = client
@@ -127,7 +128,7 @@ impl Fly for ConsumeFly {
                         &key.map(|k| k.queue_id),
                         &key.map(|k| k.group.as_str()),
                         &key.map_or(0, |k| k.batch),
-                        &lease_ids,
+                        &nonces,
                         &key.map_or(0, |k| k.lease_time),
                         &key.map(|k| k.holder.as_str()),
                         &key.map_or(&no_hints, |k| &k.hints),
@@ -167,10 +168,12 @@ impl Fly for ConsumeFly {
                 let (index, pop) = k
                     .and_then(|k| pops.get(k).copied())
                     .ok_or_else(|| StoreError::internal("pop member out of range"))?;
+                let lease_id: Uuid = col(first, "lease_id")?;
                 out[index] = match messages_from_segments(member_rows)? {
                     Some(messages) => ConsumeResp::Pop(PopAnswer::Claimed(Claim {
                         messages,
                         drained_hints: Vec::new(),
+                        lease_id: Some(lease_id),
                         by_statement: true,
                     })),
                     None => {
@@ -182,7 +185,7 @@ impl Fly for ConsumeFly {
                             )
                             .await?;
                         client
-                            .execute(&stmt, &[&partition_id, &pop.key.group, &pop.lease_id])
+                            .execute(&stmt, &[&partition_id, &pop.key.group, &lease_id])
                             .await?;
                         ConsumeResp::Pop(PopAnswer::Irregular)
                     }

@@ -27,7 +27,10 @@ pub struct ClaimRequest<'a> {
     pub group: &'a str,
     pub batch: i32,
     pub max_partitions: i32,
-    pub lease_id: Uuid,
+    /// Fresh for each pop (random in its last 8 bytes). A pop of several
+    /// partitions holds them all under this id; a lease of one partition is
+    /// stored as `queen.lease_mint` of its cursor row's key and this.
+    pub lease_nonce: Uuid,
     pub auto_ack: bool,
     pub subscription_mode: &'a str,
     pub subscription_from: Option<&'a str>,
@@ -45,6 +48,9 @@ pub struct Claim {
     pub messages: Vec<ClaimedMessage>,
     /// Wildcard pops: hinted partitions with nothing past the group's cursor.
     pub drained_hints: Vec<String>,
+    /// The lease the messages are held under, as stored (see
+    /// `ClaimRequest::lease_nonce`); `None` when nothing was claimed.
+    pub lease_id: Option<Uuid>,
     /// Claimed by the one-statement path (`sql/statements/consume_flight.sql`).
     pub by_statement: bool,
 }
@@ -88,7 +94,7 @@ impl Store {
                         holder: req.holder.to_owned(),
                         hints: req.hints.to_vec(),
                     },
-                    lease_id: req.lease_id,
+                    lease_nonce: req.lease_nonce,
                 };
                 match self.consume_flights.call(ConsumeReq::Pop(member)).await? {
                     ConsumeResp::Pop(PopAnswer::Claimed(claim)) => return Ok(claim),
@@ -107,8 +113,8 @@ impl Store {
                             .prepare_cached(
                                 "SELECT pt.id AS partition_id, pt.name AS partition_name, m.*
                                  FROM queen.partitions pt,
-                                      LATERAL queen.claim_partition(pt.id, $3, pt.name, $4, $5, $6, $7, $8,
-                                                                    $9, $10, pt.name, $11, $12, $13) m
+                                      LATERAL queen.claim_partition(pt.id, $3, pt.name, $4, $5, $6, false, $7,
+                                                                    $8, $9, $10, pt.name, $11, $12, $13) m
                                  WHERE pt.queue_id = $1 AND pt.name = $2",
                             )
                             .await?;
@@ -121,7 +127,7 @@ impl Store {
                                 &req.queue.name,
                                 &req.group,
                                 &req.batch,
-                                &req.lease_id,
+                                &req.lease_nonce,
                                 &o.lease_time,
                                 &req.auto_ack,
                                 &o.delayed_processing,
@@ -148,7 +154,7 @@ impl Store {
                                 &req.group,
                                 &req.batch,
                                 &req.max_partitions,
-                                &req.lease_id,
+                                &req.lease_nonce,
                                 &o.lease_time,
                                 &req.auto_ack,
                                 &o.delayed_processing,
@@ -210,6 +216,9 @@ fn claim_from_rows(rows: &[Row]) -> Result<Claim, StoreError> {
             claim.drained_hints.push(col(r, "partition_name")?);
             continue;
         };
+        if claim.lease_id.is_none() {
+            claim.lease_id = col(r, "lease_id")?;
+        }
         claim.messages.push(ClaimedMessage {
             partition_id: col(r, "partition_id")?,
             partition_name: col(r, "partition_name")?,

@@ -183,3 +183,131 @@ async fn acking_with_an_expired_lease_is_refused() {
         Some((1, false))
     );
 }
+
+/// Extends `lease` by 120 s; asserts success and returns how many partition
+/// leases it renewed.
+async fn renewed(b: &queen_testkit::TestBroker, lease: &str) -> i64 {
+    let r = extend(b, lease, Some(&json!({ "seconds": 120 }))).await;
+    assert_eq!(r["success"], true, "{r}");
+    r["renewed"].as_i64().expect("renewed")
+}
+
+/// The one lease id of a pop body: the body's and every message's.
+fn lease_of(body: &Value) -> String {
+    let lease = body["leaseId"].as_str().expect("leaseId").to_owned();
+    for m in messages(body) {
+        assert_eq!(m["leaseId"], lease.as_str(), "{body}");
+    }
+    lease
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_pop_path_hands_out_a_lease_extend_finds() {
+    // leases are found by the cursor row's key in their id or, shared by
+    // several partitions, by lease_group (migration V24): each way a pop
+    // leases must give an id that extends every partition it holds
+    let (_db, b) = setup().await;
+    let queue = unique("extend-paths");
+    for p in ["p0", "p1", "p2"] {
+        push_numbered(&b, &queue, p, p, 3).await;
+    }
+    let statement_pops = "queen_consume_statement_total{op=\"pop\"}";
+
+    // a pop naming its partition (queen.claim_partition)
+    let named = pop_ok(&b, &pop_path(&queue, Some("p0"), "batch=1")).await;
+    let named_lease = lease_of(&named);
+    assert_eq!(renewed(&b, &named_lease).await, 1);
+
+    // a wildcard pop on first contact (queen.pop_queue)
+    let first = pop_ok(&b, &pop_path(&queue, None, "batch=1")).await;
+    let first_lease = lease_of(&first);
+    assert_ne!(first_lease, named_lease);
+    assert_eq!(renewed(&b, &first_lease).await, 1);
+
+    // once acked, p0's cursor row is free and known: the next wildcard pop
+    // takes the one-statement path (consume_flight.sql)
+    let a = ack(&b, &messages(&named)[0], "completed", None).await;
+    assert_eq!(a["success"], true, "{a}");
+    let before = prometheus_value(&b, statement_pops).await.unwrap_or(0.0);
+    let flown = pop_ok(&b, &pop_path(&queue, None, "batch=1")).await;
+    assert_eq!(
+        prometheus_value(&b, statement_pops).await.unwrap_or(0.0),
+        before + 1.0,
+        "the pop did not take the statement path"
+    );
+    let flown_lease = lease_of(&flown);
+    assert_eq!(renewed(&b, &flown_lease).await, 1);
+
+    // a pop of several partitions holds them under one shared lease
+    let wide = pop_ok(
+        &b,
+        &pop_path(&queue, None, "consumerGroup=wide&batch=9&partitions=3"),
+    )
+    .await;
+    assert_eq!(wide["partitionsClaimed"], 3, "{wide}");
+    let wide_lease = lease_of(&wide);
+    assert_eq!(renewed(&b, &wide_lease).await, 3);
+
+    // each lease still acks what it holds, and then extends no more
+    for (body, lease) in [(&first, &first_lease), (&flown, &flown_lease)] {
+        let a = ack(&b, &messages(body)[0], "completed", None).await;
+        assert_eq!(a["success"], true, "{a}");
+        let r = extend_expecting(&b, lease, None, StatusCode::CONFLICT).await;
+        assert_eq!(r["error"], "Lease not active", "{r}");
+    }
+    let items: Vec<Value> = messages(&wide)
+        .iter()
+        .map(|m| ack_item(m, "completed", None))
+        .collect();
+    let (code, acked) = b
+        .post(
+            "/api/v1/ack/batch",
+            &json!({ "consumerGroup": "wide", "acknowledgments": items }),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "{acked}");
+    let done = acked.as_array().expect("ack results");
+    assert_eq!(done.len(), 9, "{acked}");
+    assert!(done.iter().all(|a| a["success"] == true), "{acked}");
+    let r = extend_expecting(&b, &wide_lease, None, StatusCode::CONFLICT).await;
+    assert_eq!(r["error"], "Lease not active", "{r}");
+    // an id that is no lease, whose first 8 bytes name a real cursor row
+    let forged = format!("{}{}", &named_lease[..19], "0000-000000000000");
+    let r = extend_expecting(&b, &forged, None, StatusCode::NOT_FOUND).await;
+    assert_eq!(r["error"], "Lease not found", "{r}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pops_and_acks_rewrite_cursor_rows_heap_only() {
+    // no index covers a column a pop or an ack changes (migration V24), so
+    // PostgreSQL updates the cursor rows in place on their page instead of
+    // writing index entries for every lease
+    let (db, b) = setup().await;
+    let queue = unique("hot");
+    push_numbered(&b, &queue, "Default", "h", 12).await;
+    for _ in 0..12 {
+        let body = pop_ok(&b, &pop_path(&queue, None, "batch=1")).await;
+        let a = ack(&b, &messages(&body)[0], "completed", None).await;
+        assert_eq!(a["success"], true, "{a}");
+    }
+    let client = db.client().await.expect("db client");
+    // the broker's backends report their counts within a second or so
+    let mut last = (0, 0);
+    for _ in 0..100 {
+        let row = client
+            .query_one(
+                "SELECT n_tup_upd, n_tup_hot_upd FROM pg_stat_user_tables
+                 WHERE schemaname = 'queen' AND relname = 'log_consumers'",
+                &[],
+            )
+            .await
+            .expect("table stats");
+        last = (row.get::<_, i64>(0), row.get::<_, i64>(1));
+        if last.0 >= 23 {
+            break;
+        }
+        sleep_ms(100).await;
+    }
+    assert!(last.0 >= 23, "pops and acks updated {} times", last.0);
+    assert_eq!(last.1, last.0, "(updates, heap-only updates) = {last:?}");
+}

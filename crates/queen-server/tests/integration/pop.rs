@@ -781,7 +781,7 @@ async fn a_claim_on_a_leased_partition_takes_no_row_lock() {
     let tx = first.transaction().await.expect("begin");
     let claimed = tx
         .query(
-            "SELECT * FROM queen.claim_partition($1, $2, 'a', 'g', 1, gen_random_uuid(), 60,
+            "SELECT * FROM queen.claim_partition($1, $2, 'a', 'g', 1, gen_random_uuid(), false, 60,
                                                  false, 0, 0, '', 'all', NULL, 'test')",
             &[&pid, &queue],
         )

@@ -377,3 +377,40 @@ async fn untouched_catalog(client: &Client) -> Vec<String> {
         .map(|r| r.get(0))
         .collect()
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_handed_out_before_lease_keys_is_still_extended() {
+    // V24 drops the index on lease_id: a lease live across the upgrade must
+    // stay extendable, and its cursor row gets a key
+    let db = TestDb::empty().await.unwrap();
+    let mut client = db.client().await.unwrap();
+    migrate_up_to(&mut client, 23).await;
+    let lease = uuid::Uuid::now_v7();
+    client
+        .execute(
+            "WITH q AS (INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), 'held')
+                        RETURNING id),
+                  p AS (INSERT INTO queen.partitions (id, queue_id, name, next_offset, last_created_at)
+                        SELECT gen_random_uuid(), q.id, 'p', 2, now() FROM q RETURNING id)
+             INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset,
+                                              lease_id, lease_end_offset, lease_expires_at)
+             SELECT p.id, 'g', 0, $1, 1, now() + interval '30 seconds' FROM p",
+            &[&lease],
+        )
+        .await
+        .unwrap();
+    run_migrations(&mut client).await.unwrap();
+    let row = client
+        .query_one(
+            "SELECT e.renewed, e.expires_at > now() + interval '100 seconds' AS later, e.reason,
+                    (SELECT cursor_key FROM queen.log_consumers) AS key
+             FROM queen.extend_lease($1, 120) e",
+            &[&lease],
+        )
+        .await
+        .unwrap();
+    assert_eq!(row.get::<_, i32>("renewed"), 1);
+    assert!(row.get::<_, bool>("later"));
+    assert_eq!(row.get::<_, Option<String>>("reason"), None);
+    assert!(row.get::<_, i64>("key") > 0);
+}

@@ -51,6 +51,8 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "oldest_after",
     "message_status",
     "walk_eligible",
+    "lease_mint",
+    "lease_key",
     "claim_partition",
     "pop_queue",
     "push_batch",
