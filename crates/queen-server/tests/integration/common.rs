@@ -189,6 +189,26 @@ pub async fn ack(b: &TestBroker, msg: &Value, status: &str, error: Option<&str>)
     arr[0].clone()
 }
 
+/// Acks every message of a pop body `completed` in one `/ack/batch` request
+/// for `group`; asserts 200 and that each one succeeded; returns the results.
+pub async fn ack_all_completed(b: &TestBroker, body: &Value, group: &str) -> Vec<Value> {
+    let items: Vec<Value> = messages(body)
+        .iter()
+        .map(|m| ack_item(m, "completed", None))
+        .collect();
+    let (code, res) = b
+        .post(
+            "/api/v1/ack/batch",
+            &json!({ "consumerGroup": group, "acknowledgments": items }),
+        )
+        .await;
+    assert_eq!(code, StatusCode::OK, "ack answered {res}");
+    let results = res.as_array().expect("ack results").clone();
+    assert_eq!(results.len(), items.len(), "{res}");
+    assert!(results.iter().all(|r| r["success"] == true), "{res}");
+    results
+}
+
 /// Configures `queue` with `options`; asserts 200 and returns the body.
 pub async fn configure(b: &TestBroker, queue: &str, options: Value) -> Value {
     let (status, body) = b

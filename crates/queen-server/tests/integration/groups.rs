@@ -39,24 +39,7 @@ async fn every_group_gets_every_message() {
     pop_empty(&b, &pop_path(&queue, None, "consumerGroup=")).await;
 
     // group-a finishes; group-b's cursor does not move
-    let acks: Vec<Value> = messages(&a)
-        .iter()
-        .map(|m| ack_item(m, "completed", None))
-        .collect();
-    let (status, res) = b
-        .post(
-            "/api/v1/ack/batch",
-            &json!({ "consumerGroup": "group-a", "acknowledgments": acks }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(
-        res.as_array()
-            .expect("array")
-            .iter()
-            .all(|r| r["success"] == true),
-        "{res}"
-    );
+    ack_all_completed(&b, &a, "group-a").await;
     let client = db.client().await.expect("db client");
     let pid = partition_id(&client, &queue, "Default").await;
     assert_eq!(cursor(&client, pid, "group-a").await, Some((5, false)));
@@ -118,20 +101,7 @@ async fn competing_consumers_never_share_a_message() {
                     msgs.iter()
                         .map(|m| m["transactionId"].as_str().expect("t").to_owned()),
                 );
-                let acks: Vec<Value> = msgs
-                    .iter()
-                    .map(|m| ack_item(m, "completed", None))
-                    .collect();
-                let (status, res) = b
-                    .post(
-                        "/api/v1/ack/batch",
-                        &json!({ "consumerGroup": "workers", "acknowledgments": acks }),
-                    )
-                    .await;
-                assert_eq!(status, StatusCode::OK, "{res}");
-                for r in res.as_array().expect("array") {
-                    assert_eq!(r["success"], true, "worker {w}: {r}");
-                }
+                ack_all_completed(&b, &body, "workers").await;
                 acked.fetch_add(msgs.len(), Ordering::SeqCst);
             }
         }));

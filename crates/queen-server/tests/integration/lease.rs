@@ -255,20 +255,7 @@ async fn every_pop_path_hands_out_a_lease_extend_finds() {
         let r = extend_expecting(&b, lease, None, StatusCode::CONFLICT).await;
         assert_eq!(r["error"], "Lease not active", "{r}");
     }
-    let items: Vec<Value> = messages(&wide)
-        .iter()
-        .map(|m| ack_item(m, "completed", None))
-        .collect();
-    let (code, acked) = b
-        .post(
-            "/api/v1/ack/batch",
-            &json!({ "consumerGroup": "wide", "acknowledgments": items }),
-        )
-        .await;
-    assert_eq!(code, StatusCode::OK, "{acked}");
-    let done = acked.as_array().expect("ack results");
-    assert_eq!(done.len(), 9, "{acked}");
-    assert!(done.iter().all(|a| a["success"] == true), "{acked}");
+    assert_eq!(ack_all_completed(&b, &wide, "wide").await.len(), 9);
     let r = extend_expecting(&b, &wide_lease, None, StatusCode::CONFLICT).await;
     assert_eq!(r["error"], "Lease not active", "{r}");
     // an id that is no lease, whose first 8 bytes name a real cursor row
