@@ -146,7 +146,9 @@ impl Broker {
             Ok(None) => return PopOutcome::Empty,
             Err(e) => return PopOutcome::Failed(e),
         };
-        let lease_nonce = Uuid::now_v7();
+        // random: the stored id of a one-partition lease keeps its last 8
+        // bytes (queen.lease_mint), which tell two leases of one row apart
+        let lease_nonce = Uuid::new_v4();
         // wildcard pops try the partitions written to lately first
         let hints = partition
             .is_none()

@@ -27,7 +27,7 @@ pub struct ClaimRequest<'a> {
     pub group: &'a str,
     pub batch: i32,
     pub max_partitions: i32,
-    /// Fresh for each pop (random in its last 8 bytes). A pop of several
+    /// A random (v4) UUID fresh for each pop. A pop of several
     /// partitions holds them all under this id; a lease of one partition is
     /// stored as `queen.lease_mint` of its cursor row's key and this.
     pub lease_nonce: Uuid,
