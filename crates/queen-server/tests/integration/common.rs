@@ -190,8 +190,9 @@ pub async fn ack(b: &TestBroker, msg: &Value, status: &str, error: Option<&str>)
 }
 
 /// Acks every message of a pop body `completed` in one `/ack/batch` request
-/// for `group`; asserts 200 and that each one succeeded; returns the results.
-pub async fn ack_all_completed(b: &TestBroker, body: &Value, group: &str) -> Vec<Value> {
+/// for `group` (`None`: queue mode); asserts 200 and that each one
+/// succeeded; returns the results.
+pub async fn ack_all_completed(b: &TestBroker, body: &Value, group: Option<&str>) -> Vec<Value> {
     let items: Vec<Value> = messages(body)
         .iter()
         .map(|m| ack_item(m, "completed", None))

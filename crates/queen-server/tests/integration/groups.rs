@@ -39,7 +39,7 @@ async fn every_group_gets_every_message() {
     pop_empty(&b, &pop_path(&queue, None, "consumerGroup=")).await;
 
     // group-a finishes; group-b's cursor does not move
-    ack_all_completed(&b, &a, "group-a").await;
+    ack_all_completed(&b, &a, Some("group-a")).await;
     let client = db.client().await.expect("db client");
     let pid = partition_id(&client, &queue, "Default").await;
     assert_eq!(cursor(&client, pid, "group-a").await, Some((5, false)));
@@ -101,7 +101,7 @@ async fn competing_consumers_never_share_a_message() {
                     msgs.iter()
                         .map(|m| m["transactionId"].as_str().expect("t").to_owned()),
                 );
-                ack_all_completed(&b, &body, "workers").await;
+                ack_all_completed(&b, &body, Some("workers")).await;
                 acked.fetch_add(msgs.len(), Ordering::SeqCst);
             }
         }));

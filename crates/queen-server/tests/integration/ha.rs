@@ -73,7 +73,6 @@ async fn pop_on_a_extend_on_b_ack_on_c() {
     configure(a, &q, json!({"leaseTime": 30})).await;
     push_numbered(a, &q, "p", "m", 2).await;
     let body = pop_ok(a, &pop_path(&q, None, "batch=2")).await;
-    let msgs = messages(&body);
     let lease = body["leaseId"].as_str().unwrap();
 
     let (status, ext) = b
@@ -87,25 +86,7 @@ async fn pop_on_a_extend_on_b_ack_on_c() {
     // the lease holds on every replica
     pop_empty(cc, &pop_path(&q, None, "")).await;
 
-    let items: Vec<_> = msgs
-        .iter()
-        .map(|m| ack_item(m, "completed", None))
-        .collect();
-    let (status, acked) = cc
-        .post(
-            "/api/v1/ack/batch",
-            &json!({"consumerGroup": null, "acknowledgments": items}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
-    assert!(
-        acked
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["success"] == true),
-        "{acked}"
-    );
+    let acked = ack_all_completed(cc, &body, None).await;
     assert_eq!(acked[1]["leaseReleased"], true);
     push_numbered(b, &q, "p", "n", 1).await;
     let body = pop_ok(b, &pop_path(&q, None, "")).await;

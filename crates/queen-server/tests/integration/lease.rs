@@ -255,7 +255,7 @@ async fn every_pop_path_hands_out_a_lease_extend_finds() {
         let r = extend_expecting(&b, lease, None, StatusCode::CONFLICT).await;
         assert_eq!(r["error"], "Lease not active", "{r}");
     }
-    assert_eq!(ack_all_completed(&b, &wide, "wide").await.len(), 9);
+    assert_eq!(ack_all_completed(&b, &wide, Some("wide")).await.len(), 9);
     let r = extend_expecting(&b, &wide_lease, None, StatusCode::CONFLICT).await;
     assert_eq!(r["error"], "Lease not active", "{r}");
     // an id that is no lease, whose first 8 bytes name a real cursor row
