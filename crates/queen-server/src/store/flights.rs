@@ -9,7 +9,8 @@
 //! `Limits::inflight` flights are in the air; a further one leaves while
 //! others fly only when it carries `Limits::second` requests or a key no
 //! flight in the air has, so small requests merge instead of queueing on
-//! each other. A flight whose call fails (other than by the database being
+//! each other. With none in the air, a flight may wait for the clients the
+//! last one answered (`linger.rs`). A flight whose call fails (other than by the database being
 //! unavailable) is flown again one request at a time, so one request's
 //! error does not fail the others.
 //! `docs/benchmarks.md` ("Consume path, part 3") has the measurements.
@@ -20,7 +21,9 @@ use std::sync::Arc;
 
 use prometheus::{IntCounterVec, Opts};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
+use super::linger::Linger;
 use super::StoreError;
 
 /// Requests waiting for a flight before callers feel back-pressure.
@@ -135,6 +138,15 @@ impl<F: Fly> Flights<F> {
     }
 }
 
+/// A flight in the air.
+struct InAir<K> {
+    id: u64,
+    key: Option<K>,
+    left: Instant,
+    /// Requests it carries.
+    carried: usize,
+}
+
 /// The key a flight leaving now would carry: the oldest keyed request's;
 /// `None` when only requests without a key wait.
 fn flight_key<F: Fly>(waiting: &VecDeque<Member<F>>) -> Option<F::Key> {
@@ -151,7 +163,7 @@ fn joins<F: Fly>(req: &F::Req, key: Option<&F::Key>) -> bool {
 /// `flight_key` when `Limits::second` requests would go with it.
 fn next_key<F: Fly>(
     waiting: &VecDeque<Member<F>>,
-    in_air: &[(u64, Option<F::Key>)],
+    in_air: &[InAir<F::Key>],
     second: usize,
 ) -> Option<Option<F::Key>> {
     if waiting.is_empty() {
@@ -163,7 +175,7 @@ fn next_key<F: Fly>(
     if let Some(k) = waiting
         .iter()
         .filter_map(|m| F::key(&m.req))
-        .find(|k| !in_air.iter().any(|(_, a)| a.as_ref() == Some(*k)))
+        .find(|k| !in_air.iter().any(|a| a.key.as_ref() == Some(*k)))
     {
         return Some(Some(k.clone()));
     }
@@ -218,25 +230,37 @@ async fn run<F: Fly>(
     metrics: FlightMetrics,
 ) {
     let mut waiting: VecDeque<Member<F>> = VecDeque::new();
-    // the flights in the air: an id and the key each carries
-    let mut in_air: Vec<(u64, Option<F::Key>)> = Vec::new();
+    let mut in_air: Vec<InAir<F::Key>> = Vec::new();
+    let mut linger = Linger::default();
     let mut next_id = 0u64;
     let (done_tx, mut done_rx) = mpsc::unbounded_channel::<u64>();
     let mut open = true;
     loop {
         while open {
             match rx.try_recv() {
-                Ok(m) => waiting.push_back(m),
+                Ok(m) => {
+                    linger.arrived(Instant::now());
+                    waiting.push_back(m);
+                }
                 Err(mpsc::error::TryRecvError::Empty) => break,
                 Err(mpsc::error::TryRecvError::Disconnected) => open = false,
             }
         }
-        if in_air.len() < limits.inflight {
+        // with none in the air, the next flight may wait for the last one's clients
+        let hold = (open && in_air.is_empty() && waiting.len() < limits.members)
+            .then(|| linger.hold(Instant::now()))
+            .flatten();
+        if in_air.len() < limits.inflight && hold.is_none() {
             if let Some(key) = next_key::<F>(&waiting, &in_air, limits.second) {
                 let members = take_flight::<F>(&mut waiting, key.as_ref(), limits.members.max(1));
                 let id = next_id;
                 next_id += 1;
-                in_air.push((id, key));
+                in_air.push(InAir {
+                    id,
+                    key,
+                    left: Instant::now(),
+                    carried: members.len(),
+                });
                 count(&metrics, &members);
                 let (fly, done_tx) = (fly.clone(), done_tx.clone());
                 tokio::spawn(async move {
@@ -251,10 +275,20 @@ async fn run<F: Fly>(
         }
         tokio::select! {
             m = rx.recv(), if open => match m {
-                Some(m) => waiting.push_back(m),
+                Some(m) => {
+                    linger.arrived(Instant::now());
+                    waiting.push_back(m);
+                }
                 None => open = false,
             },
-            Some(id) = done_rx.recv() => in_air.retain(|(i, _)| *i != id),
+            Some(id) = done_rx.recv() => {
+                if let Some(at) = in_air.iter().position(|f| f.id == id) {
+                    let f = in_air.swap_remove(at);
+                    let now = Instant::now();
+                    linger.landed(now, f.carried, now.saturating_duration_since(f.left));
+                }
+            }
+            () = tokio::time::sleep_until(hold.unwrap_or_else(Instant::now)), if hold.is_some() => {}
         }
     }
 }

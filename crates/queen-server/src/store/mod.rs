@@ -26,6 +26,7 @@ mod error;
 mod flights;
 pub mod jobs;
 mod kv;
+mod linger;
 mod liveness;
 mod locks;
 mod maintenance;
