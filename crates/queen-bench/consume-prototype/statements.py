@@ -28,11 +28,13 @@ def bind(text, sub):
     return text
 
 
-no_pops = {'$1': 'NULL', '$2': 'NULL', '$3': '0', '$4': "'{}'", '$5': '0', '$6': 'NULL', '$7': "'{}'"}
+no_pops = {'$1': 'NULL', '$2': 'NULL', '$3': '0', '$4': "'{}'", '$5': '0', '$6': 'NULL', '$7': "'{}'",
+           '$14': 'NULL', '$15': 'NULL', '$16': 'NULL'}
 no_acks = {'$8': "'{}'", '$9': "'{}'", '$10': "'{}'", '$11': "'{}'", '$12': "'{}'", '$13': "'{}'"}
 for b in (1, 10, 100):
     p = bind(load('consume_flight.sql'), {'$1': f"'{qid}'", '$2': f"'{g}'", '$3': str(b), '$4': 'ARRAY[:lease]',
-                                          '$5': '300', '$6': "'bench'", '$7': f"'{hints}'", **no_acks})
+                                          '$5': '300', '$6': "'bench'", '$7': f"'{hints}'", '$14': "'q16'",
+                                          '$15': "'all'", '$16': 'NULL', **no_acks})
     # the broker zips the arrays itself; pgbench needs the ids for the ack in one
     # row, and the lease id the statement minted (queen.lease_mint)
     i = p.index("\nSELECT 'pop'::text AS kind")

@@ -63,6 +63,9 @@ pub struct PoppedMessage {
     pub partition_id: String,
     #[serde(default)]
     pub lease_id: Option<String>,
+    /// The payload as sent (runs whose number travels in it).
+    #[serde(default)]
+    pub data: Option<Box<serde_json::value::RawValue>>,
 }
 
 #[derive(Serialize)]

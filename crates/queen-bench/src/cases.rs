@@ -17,7 +17,7 @@ use crate::meter::{Meter, Resources};
 use crate::peers::{self, AnyTarget, Layout, Peer, PeerTarget, Session};
 use crate::queen::QueenTarget;
 use crate::results::{ScenarioResult, SuiteReport};
-use crate::suite::{self, parse_case, Env, Rate, Suite};
+use crate::suite::{self, parse_case, Case, Env, Rate, Suite};
 
 /// The system a scenario measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -318,6 +318,30 @@ fn consumer_details(r: &mut ScenarioResult, out: &LoadOutcome) {
     }
 }
 
+/// The partition and transactionId tokens of a case's id: `p16` or `pnew`,
+/// then `/anon` when pushes carry no transactionId.
+fn shape_id(case: &Case, partitions: u32) -> String {
+    let parts = if case.fresh {
+        "pnew".to_owned()
+    } else {
+        format!("p{partitions}")
+    };
+    if case.anon {
+        format!("{parts}/anon")
+    } else {
+        parts
+    }
+}
+
+/// How a queue of `case` is readied: fresh partitions are made by the load.
+fn warm_for(case: &Case, warm: Warm) -> Warm {
+    if case.fresh {
+        Warm::No
+    } else {
+        warm
+    }
+}
+
 fn layout(run: &RunState, partitions: u32, groups: Vec<Option<String>>, suite: &Suite) -> Layout {
     Layout {
         base: run.queue.clone(),
@@ -346,23 +370,24 @@ pub async fn push_case(suite: &mut Suite, system: System, text: &str) -> Result<
         producers: case.n.unwrap_or(16),
         batch: case.b.unwrap_or(100),
         partitions: case.p.unwrap_or(64),
+        fresh: case.fresh,
         rate: None,
     };
     let id = format!(
-        "{}push/b{}/n{}/p{}",
+        "{}push/b{}/n{}/{}",
         system.prefix(),
         spec.batch,
         spec.producers,
-        spec.partitions
+        shape_id(&case, spec.partitions)
     );
     eprintln!(
         "-- {id}: {} producers, batch {}, {} partitions, up to {} msgs / {}s",
         spec.producers, spec.batch, spec.partitions, spec.messages, spec.seconds
     );
     on_stage!(suite, system, "push", |stage| {
-        let run = RunState::new(suite::queue_name("push"), spec.messages);
+        let run = RunState::shaped(suite::queue_name("push"), spec.messages, case.anon);
         let l = layout(&run, spec.partitions, vec![None], suite);
-        stage.prepare(l, Warm::Partitions).await?;
+        stage.prepare(l, warm_for(&case, Warm::Partitions)).await?;
         stage.ready(suite).await?;
         let m = stage.measure(suite, run, &id, Some(&spec), None).await?;
         let complete = m.out.pushed >= spec.messages;
@@ -386,17 +411,18 @@ pub async fn pop_ack_case(suite: &mut Suite, system: System, text: &str) -> Resu
         prefilled: fill,
     };
     let id = format!(
-        "{}pop-ack/b{}/c{}/p{partitions}",
+        "{}pop-ack/b{}/c{}/{}",
         system.prefix(),
         consume.batch,
-        consume.consumers_per_group
+        consume.consumers_per_group,
+        shape_id(&case, partitions)
     );
     eprintln!(
         "-- {id}: pre-fill {fill} msgs, then {} consumers drain with batch {}",
         consume.consumers_per_group, consume.batch
     );
     on_stage!(suite, system, "popack", |stage| {
-        let run = RunState::new(suite::queue_name("popack"), fill);
+        let run = RunState::shaped(suite::queue_name("popack"), fill, case.anon);
         stage
             .prepare(layout(&run, partitions, vec![None], suite), Warm::No)
             .await?;
@@ -406,6 +432,7 @@ pub async fn pop_ack_case(suite: &mut Suite, system: System, text: &str) -> Resu
             producers: 16,
             batch: 100,
             partitions,
+            fresh: case.fresh,
             rate: None,
         };
         let filled = stage
@@ -446,22 +473,22 @@ pub async fn live_case(
     let rate_spec = case.r.unwrap_or(Rate::Max);
     let kind = if fanout { "fanout" } else { "e2e" };
     let prefix = system.prefix();
+    let shape = shape_id(&case, partitions);
     let id = if fanout {
-        format!("{prefix}fanout/b{batch}/n{producers}/g{groups}/c{consumers}/p{partitions}")
+        format!("{prefix}fanout/b{batch}/n{producers}/g{groups}/c{consumers}/{shape}")
     } else {
         let r = match rate_spec {
             Rate::Max => "rmax".to_owned(),
             Rate::Fixed(v) => format!("r{v:.0}"),
             Rate::HalfOfMax(f) => format!("r{:.0}%", f * 100.0),
         };
-        format!("{prefix}e2e/b{batch}/n{producers}/c{consumers}/p{partitions}/{r}")
+        format!("{prefix}e2e/b{batch}/n{producers}/c{consumers}/{shape}/{r}")
     };
     let rate = match rate_spec {
         Rate::Max => None,
         Rate::Fixed(v) => Some(v),
         Rate::HalfOfMax(f) => {
-            let max_id =
-                format!("{prefix}e2e/b{batch}/n{producers}/c{consumers}/p{partitions}/rmax");
+            let max_id = format!("{prefix}e2e/b{batch}/n{producers}/c{consumers}/{shape}/rmax");
             let max = report
                 .find(&max_id)
                 .with_context(|| format!("{id} needs {max_id} to run first"))?;
@@ -480,6 +507,7 @@ pub async fn live_case(
         producers,
         batch,
         partitions,
+        fresh: case.fresh,
         rate,
     };
     let consume = ConsumeSpec {
@@ -501,14 +529,14 @@ pub async fn live_case(
         rate.map_or_else(|| "flat out".to_owned(), |r| format!("offered {r:.0} msg/s"))
     );
     on_stage!(suite, system, kind, |stage| {
-        let run = RunState::new(suite::queue_name(kind), messages);
+        let run = RunState::shaped(suite::queue_name(kind), messages, case.anon);
         let l = layout(&run, partitions, consume.groups.clone(), suite);
         // Queue mode: create the partitions, then take the warm-up messages
         // away again; fan-out groups would each have to drain them.
         let warm = if fanout {
             Warm::No
         } else {
-            Warm::PartitionsDrained
+            warm_for(&case, Warm::PartitionsDrained)
         };
         stage.prepare(l, warm).await?;
         if !fanout {

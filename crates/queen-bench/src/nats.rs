@@ -191,6 +191,8 @@ impl Target for NatsTarget {
 
 impl load::Producer for NatsProducer {
     async fn push(&mut self, partition: u64, first: u64, last: u64) -> Result<u64> {
+        // a run of fresh partitions (Queen's `pnew`) spreads over the fixed subjects here
+        let partition = partition % u64::from(self.layout.partitions.max(1));
         let subject = subject(&self.layout, partition);
         let mut acks = Vec::with_capacity((last - first) as usize);
         for seq in first..last {

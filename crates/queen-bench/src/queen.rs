@@ -75,7 +75,15 @@ impl load::Consumer for QueenConsumer {
         Ok(self
             .leased
             .iter()
-            .map(|m| load::parse_seq(&self.run.prefix, &m.transaction_id))
+            .map(|m| {
+                if self.run.anon {
+                    m.data
+                        .as_ref()
+                        .and_then(|d| crate::peers::seq_of(d.get().as_bytes()))
+                } else {
+                    load::parse_seq(&self.run.prefix, &m.transaction_id)
+                }
+            })
             .collect())
     }
 

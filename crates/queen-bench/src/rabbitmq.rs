@@ -239,6 +239,8 @@ impl Target for RabbitTarget {
 
 impl load::Producer for RabbitProducer {
     async fn push(&mut self, partition: u64, first: u64, last: u64) -> Result<u64> {
+        // a run of fresh partitions (Queen's `pnew`) spreads over the fixed queues here
+        let partition = partition % u64::from(self.layout.partitions.max(1));
         let (exchange, key) = if self.layout.fanout() {
             (exchange_name(&self.layout), format!("p{partition}"))
         } else {

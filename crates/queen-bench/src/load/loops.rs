@@ -44,7 +44,11 @@ pub(super) async fn produce_loop<P: Producer>(
         }
         let first = index * batch;
         let last_seq = (first + batch).min(messages);
-        let partition = index % u64::from(spec.partitions.max(1));
+        let partition = if spec.fresh {
+            index
+        } else {
+            index % u64::from(spec.partitions.max(1))
+        };
         let sent = Instant::now();
         let queued = producer
             .push(partition, first, last_seq)

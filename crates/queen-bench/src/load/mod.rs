@@ -71,6 +71,9 @@ pub trait Consumer: Send + 'static {
 pub struct RunState {
     pub prefix: String,
     pub queue: String,
+    /// Pushes carry no transactionId: a message's number is in its payload
+    /// (`{"seq":N,"pad":"…"}`, the peers' body) and the broker mints the id.
+    pub anon: bool,
     pub t0: Instant,
     /// Nanoseconds since `t0` (+1) when the push of message `seq` was answered; 0 = not yet.
     answered: Vec<AtomicU64>,
@@ -78,10 +81,16 @@ pub struct RunState {
 
 impl RunState {
     pub fn new(queue: String, capacity: u64) -> Arc<Self> {
+        Self::shaped(queue, capacity, false)
+    }
+
+    /// A run whose pushes carry no transactionId when `anon`.
+    pub fn shaped(queue: String, capacity: u64, anon: bool) -> Arc<Self> {
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         Arc::new(Self {
             prefix,
             queue,
+            anon,
             t0: Instant::now(),
             answered: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
         })
@@ -102,6 +111,9 @@ pub struct ProduceSpec {
     pub producers: u32,
     pub batch: u32,
     pub partitions: u32,
+    /// Batch k goes to partition k, new for each batch, instead of to
+    /// partition k mod `partitions`.
+    pub fresh: bool,
     /// Offered rate in msg/s (batches start on a fixed schedule); `None` = flat out.
     pub rate: Option<f64>,
 }

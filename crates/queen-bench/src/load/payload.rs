@@ -79,10 +79,19 @@ pub fn push_body(
         body.push_str(&run.queue);
         body.push_str("\",\"partition\":\"");
         body.push_str(partition);
-        body.push_str("\",\"transactionId\":\"");
-        body.push_str(&txid(&run.prefix, seq));
-        body.push_str("\",\"payload\":");
-        push_payload(&mut body, payload_bytes, seq, salt);
+        if run.anon {
+            body.push_str("\",\"payload\":");
+            body.push_str(&String::from_utf8_lossy(&crate::peers::body(
+                payload_bytes,
+                seq,
+                salt,
+            )));
+        } else {
+            body.push_str("\",\"transactionId\":\"");
+            body.push_str(&txid(&run.prefix, seq));
+            body.push_str("\",\"payload\":");
+            push_payload(&mut body, payload_bytes, seq, salt);
+        }
         body.push('}');
     }
     body.push_str("]}");

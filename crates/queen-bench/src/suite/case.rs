@@ -21,6 +21,12 @@ pub struct Case {
     pub m: Option<u64>,
     pub s: Option<f64>,
     pub r: Option<Rate>,
+    /// `pnew`: every push batch goes to a partition of its own, created by
+    /// that push (one lane per entity, none made beforehand).
+    pub fresh: bool,
+    /// `anon`: pushes carry no transactionId (the broker mints one); the
+    /// message's number travels in its payload.
+    pub anon: bool,
 }
 
 pub fn parse_case(text: &str) -> Result<Case> {
@@ -29,6 +35,17 @@ pub fn parse_case(text: &str) -> Result<Case> {
         let Some(key) = tok.chars().next() else {
             bail!("empty token in case {text:?}");
         };
+        match tok {
+            "pnew" => {
+                case.fresh = true;
+                continue;
+            }
+            "anon" => {
+                case.anon = true;
+                continue;
+            }
+            _ => {}
+        }
         if i == 0 && tok.len() > 1 && tok != "rmax" && tok.bytes().all(|b| b.is_ascii_alphabetic())
         {
             case.head = Some(tok.to_owned());
@@ -101,6 +118,8 @@ mod tests {
                 ..Case::default()
             }
         );
+        let c = parse_case("b1/n16/pnew/anon/rmax").unwrap();
+        assert!(c.fresh && c.anon && c.p.is_none());
         assert!(parse_case("b100/x3").is_err());
         assert!(parse_case("b100/bx").is_err());
         assert_eq!(parse_case("rows/b1").unwrap().head.as_deref(), Some("rows"));
