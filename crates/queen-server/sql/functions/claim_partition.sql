@@ -10,7 +10,10 @@
 -- delay ends the delivered run; offsets deleted one by one are skipped. With
 -- p_auto_ack the cursor moves past the returned messages and no lease is
 -- taken. On first contact the cursor starts where queen.subscription_start
--- and queen.offset_before put it.
+-- and queen.offset_before put it; the row is made under the advisory lock of
+-- queen.cursor_lock_key, which a wildcard claim (p_sub_scope '') only tries:
+-- when another transaction is making that row right now it claims nothing
+-- rather than wait for it.
 -- The locking read leaves a cursor row under a live lease unlocked (locking
 -- writes the tuple), and skips a row another pop is claiming right now.
 -- Called by: `Store::claim` for pops of one partition, and queen.pop_queue
@@ -64,6 +67,13 @@ BEGIN
         IF EXISTS (SELECT 1 FROM queen.log_consumers lc
                    WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group) THEN
             RETURN;   -- leased, or another pop holds the row right now
+        END IF;
+        IF p_sub_scope = '' THEN
+            IF NOT pg_try_advisory_xact_lock(21023, queen.cursor_lock_key(p_partition_id, p_group)) THEN
+                RETURN;   -- another pop is making the row right now
+            END IF;
+        ELSE
+            PERFORM pg_advisory_xact_lock(21023, queen.cursor_lock_key(p_partition_id, p_group));
         END IF;
         INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset)
         VALUES (p_partition_id, p_group,

@@ -25,17 +25,29 @@ pub(super) const LIMITS: Limits = Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct PopKey {
     pub(super) queue_id: Uuid,
+    /// With the subscription options: where a first contact of a consumer
+    /// group starts (`queen.subscription_start`).
+    pub(super) queue_name: String,
+    pub(super) subscription_mode: String,
+    pub(super) subscription_from: Option<String>,
     pub(super) group: String,
     pub(super) batch: i32,
     pub(super) lease_time: i32,
     pub(super) holder: String,
-    pub(super) hints: Vec<String>,
 }
+
+/// Most hinted partitions one statement looks at: the pops of a flight
+/// mostly carry the same list (`broker/recent.rs` hands out 32), taken at
+/// slightly different moments.
+const MAX_FLIGHT_HINTS: usize = 64;
 
 /// One hinted pop.
 #[derive(Debug)]
 pub(super) struct PopMember {
     pub(super) key: PopKey,
+    /// Partition names to try, in order: the statement tries the union of
+    /// its pops' lists.
+    pub(super) hints: Vec<String>,
     /// The statement stores `queen.lease_mint` of the row's key and this.
     pub(super) lease_nonce: Uuid,
 }
@@ -116,7 +128,7 @@ impl Fly for ConsumeFly {
         let acks = AckArrays::new(acks)?;
         let key = pops.first().map(|(_, p)| &p.key);
         let nonces: Vec<Uuid> = pops.iter().map(|(_, p)| p.lease_nonce).collect();
-        let no_hints: Vec<String> = Vec::new();
+        let hints = flight_hints(&pops);
         with_op!(self.db, DbOp::Consume, |client| {
             let stmt = client
                 .prepare_cached(include_str!("../../sql/statements/consume_flight.sql"))
@@ -131,13 +143,16 @@ impl Fly for ConsumeFly {
                         &nonces,
                         &key.map_or(0, |k| k.lease_time),
                         &key.map(|k| k.holder.as_str()),
-                        &key.map_or(&no_hints, |k| &k.hints),
+                        &hints,
                         &acks.groups,
                         &acks.partitions,
                         &acks.leases,
                         &acks.firsts,
                         &acks.counts,
                         &acks.txns,
+                        &key.map(|k| k.queue_name.as_str()),
+                        &key.map(|k| k.subscription_mode.as_str()),
+                        &key.and_then(|k| k.subscription_from.as_deref()),
                     ],
                 )
                 .await?;
@@ -150,10 +165,18 @@ impl Fly for ConsumeFly {
                     ConsumeReq::Ack(_) => ConsumeResp::Ack(None),
                 })
                 .collect();
+            // hinted partitions with nothing past the group's cursor: the
+            // first pop the statement leased a partition to tells the
+            // broker's hint list (recent.rs)
+            let mut drained: Vec<String> = Vec::new();
             // a member's rows are adjacent: one per ack, one per segment of a pop
             for member_rows in rows.chunk_by(|a, b| member_of(a) == member_of(b)) {
                 let first = &member_rows[0];
                 let kind: &str = col(first, "kind")?;
+                if kind == "drained" {
+                    drained.push(col(first, "partition_name")?);
+                    continue;
+                }
                 let k = usize::try_from(col::<i64>(first, "member")? - 1).ok();
                 if kind == "ack" {
                     let index = k
@@ -172,7 +195,7 @@ impl Fly for ConsumeFly {
                 out[index] = match messages_from_segments(member_rows)? {
                     Some(messages) => ConsumeResp::Pop(PopAnswer::Claimed(Claim {
                         messages,
-                        drained_hints: Vec::new(),
+                        drained_hints: std::mem::take(&mut drained),
                         lease_id: Some(lease_id),
                         by_statement: true,
                     })),
@@ -194,6 +217,29 @@ impl Fly for ConsumeFly {
             Ok(out)
         })
     }
+}
+
+/// The hints of a flight: every pop's list, in the order of the first pop's,
+/// then each later pop's new names, at most [`MAX_FLIGHT_HINTS`].
+fn flight_hints<'a>(pops: &[(usize, &'a PopMember)]) -> Vec<&'a str> {
+    let mut hints: Vec<&str> = Vec::new();
+    let mut last: Option<&[String]> = None;
+    for (_, p) in pops {
+        // pops of one moment mostly carry the very same list
+        if last == Some(p.hints.as_slice()) {
+            continue;
+        }
+        last = Some(&p.hints);
+        for name in &p.hints {
+            if hints.len() == MAX_FLIGHT_HINTS {
+                return hints;
+            }
+            if !hints.contains(&name.as_str()) {
+                hints.push(name);
+            }
+        }
+    }
+    hints
 }
 
 /// Which member a row of the statement answers (`None` for a row whose

@@ -88,12 +88,15 @@ impl Store {
                 let member = PopMember {
                     key: PopKey {
                         queue_id: req.queue.id,
+                        queue_name: req.queue.name.clone(),
+                        subscription_mode: req.subscription_mode.to_owned(),
+                        subscription_from: req.subscription_from.map(str::to_owned),
                         group: req.group.to_owned(),
                         batch: req.batch,
                         lease_time: req.queue.options.lease_time,
                         holder: req.holder.to_owned(),
-                        hints: req.hints.to_vec(),
                     },
+                    hints: req.hints.to_vec(),
                     lease_nonce: req.lease_nonce,
                 };
                 match self.consume_flights.call(ConsumeReq::Pop(member)).await? {

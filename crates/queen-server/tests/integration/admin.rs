@@ -836,7 +836,8 @@ async fn database_operations_are_timed_per_operation() {
             .unwrap_or_else(|| panic!("no latency of {op} in {text}"))
     };
     assert!(count("push") >= 1.0);
-    assert!(count("pop") >= 1.0);
+    // the first pop of a partition is the consume statement's too
+    assert!(count("consume") >= 1.0);
     assert!(count("ack") >= 1.0);
     assert!(count("find_queue") >= 1.0);
 }

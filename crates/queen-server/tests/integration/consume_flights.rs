@@ -376,3 +376,65 @@ async fn a_pop_flying_with_the_ack_that_frees_its_partition_gets_it_in_the_next_
     let (r, ()) = futures_util::join!(blocked, rest);
     assert_eq!(r[0]["success"], true, "{r}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn first_contacts_flying_together_each_get_a_new_partition_from_the_statement() {
+    let (db, b) = setup().await;
+    let queue = unique("cf6");
+    // eight partitions nobody has popped yet
+    fill(&b, &queue, 8, 3).await;
+    let client = db.client().await.expect("db client");
+    let p0 = partition_id(&client, &queue, "p0").await;
+    // long polls: the pop whose turn it is to walk the queue in the database
+    // (once per 500 ms) may find the others' partitions locked and waits
+    let path = pop_path(&queue, None, "batch=3&wait=true&timeout=5000");
+    let statement_pops = counter(&b, "queen_consume_statement_total{op=\"pop\"}").await;
+
+    // a flight in the air: its first contact with p0 waits for a cursor row
+    // another transaction is inserting
+    let mut locker = db.client().await.expect("db client");
+    let tx = locker.transaction().await.unwrap();
+    tx.execute(
+        "INSERT INTO queen.log_consumers (partition_id, consumer_group, committed_offset)
+         VALUES ($1, $2, 0)",
+        &[&p0, &GROUP],
+    )
+    .await
+    .unwrap();
+    let held = b.get(&path);
+    let rest = async {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        // six pops of the same queue wait for it, then fly together
+        let together = async {
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            join_all((0..6).map(|_| b.get(&path))).await
+        };
+        let rollback = async {
+            tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+            tx.rollback().await.unwrap();
+        };
+        futures_util::join!(together, rollback).0
+    };
+    let ((code, first), bodies) = futures_util::join!(held, rest);
+    assert_eq!(code, StatusCode::OK, "{first}");
+    let mut partitions = BTreeSet::new();
+    let mut delivered = 0;
+    for (code, body) in std::iter::once((code, first)).chain(bodies) {
+        assert_eq!(code, StatusCode::OK, "{body}");
+        let msgs = messages(&body);
+        assert_eq!(msgs.len(), 3, "{body}");
+        assert!(
+            partitions.insert(msgs[0]["partition"].to_string()),
+            "twice: {body}"
+        );
+        delivered += msgs.len();
+    }
+    assert_eq!(delivered, 21);
+    // the statement made their cursor rows (a pop may take the walk's turn)
+    let by_statement =
+        counter(&b, "queen_consume_statement_total{op=\"pop\"}").await - statement_pops;
+    assert!(
+        by_statement >= 6.0,
+        "{by_statement} of 7 pops by the statement"
+    );
+}

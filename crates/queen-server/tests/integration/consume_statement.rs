@@ -1,6 +1,6 @@
-//! The one-statement consume path (issue 19): `sql/statements/pop_hinted.sql`
-//! for hinted wildcard pops and `sql/statements/ack_lease.sql` for acks of a
-//! whole lease. Each test checks both that the statement path ran (the
+//! The one-statement consume path (issue 19): `sql/statements/consume_flight.sql`
+//! for hinted wildcard pops (first contact with a partition included) and
+//! acks of a whole lease. Each test checks both that the statement path ran (the
 //! `queen_consume_statement_total{op}` counter) or did not, and that the
 //! answer and the cursor are what `queen.pop_queue` and `queen.ack_batch`
 //! give for the same requests.
@@ -62,10 +62,13 @@ async fn hinted_pops_and_whole_lease_acks_take_one_statement_each() {
         push_items(&b, numbered(&queue, "p", "m", r)).await;
     }
     let path = pop_path(&queue, None, "batch=1");
-    // first contact: no cursor row yet, the function path creates it
+    // first contact: no cursor row yet, the statement makes it, leased
     let first = pop_ok(&b, &path).await;
     assert_eq!(txn_ids(&first), vec!["m-0"]);
-    assert_eq!(statement_count(&b, "pop").await, 0.0);
+    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    let client = db.client().await.expect("db client");
+    let pid = partition_id(&client, &queue, "p").await;
+    assert_eq!(cursor(&client, pid, GROUP).await, Some((0, true)));
     let r = ack_all(&b, &messages(&first), "completed").await;
     assert_eq!(r[0]["success"], true, "{r:?}");
     assert_eq!(r[0]["leaseReleased"], true, "{r:?}");
@@ -73,7 +76,7 @@ async fn hinted_pops_and_whole_lease_acks_take_one_statement_each() {
 
     // from now on: one statement per pop, one per ack
     let body = pop_ok(&b, &pop_path(&queue, None, "batch=10")).await;
-    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    assert_eq!(statement_count(&b, "pop").await, 2.0);
     let want: Vec<String> = (1..11).map(|i| format!("m-{i}")).collect();
     assert_eq!(txn_ids(&body), want);
     let msgs = messages(&body);
@@ -83,8 +86,6 @@ async fn hinted_pops_and_whole_lease_acks_take_one_statement_each() {
         assert_eq!(m["queue"], queue.as_str(), "{m}");
         assert_eq!(m["leaseId"], body["leaseId"], "{m}");
     }
-    let client = db.client().await.expect("db client");
-    let pid = partition_id(&client, &queue, "p").await;
     assert_eq!(cursor(&client, pid, GROUP).await, Some((1, true)));
     // the partition is leased: a second pop finds nothing past the lease
     pop_empty(&b, &pop_path(&queue, None, "batch=10")).await;
@@ -131,12 +132,13 @@ async fn acks_that_are_not_the_whole_lease_in_order_take_the_function_path() {
     ack_all(&b, &messages(&warm), "completed").await;
     push_items(&b, numbered(&queue, "p", "m", 1..20)).await;
     let acks_before = statement_count(&b, "ack").await;
+    let pops_before = statement_count(&b, "pop").await;
     let client = db.client().await.expect("db client");
     let pid = partition_id(&client, &queue, "p").await;
 
     // part of the lease: the cursor moves to the last acked one, the lease stays
     let body = pop_ok(&b, &pop_path(&queue, None, "batch=3")).await;
-    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    assert_eq!(statement_count(&b, "pop").await, pops_before + 1.0);
     let msgs = messages(&body);
     let r = ack_all(&b, &msgs[..2], "completed").await;
     assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
@@ -200,11 +202,12 @@ async fn a_message_deleted_inside_the_range_sends_the_pop_to_the_function_path()
     let pid = partition_id(&client, &queue, "p").await;
     let (status, body) = b.delete(&format!("/api/v1/messages/{pid}/m-2")).await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    let pops_before = statement_count(&b, "pop").await;
 
     let body = pop_ok(&b, &pop_path(&queue, None, "batch=3")).await;
     // the statement claimed m-1..m-3, saw the deletion and let pop_queue
     // claim again, which skips it
-    assert_eq!(statement_count(&b, "pop").await, 0.0);
+    assert_eq!(statement_count(&b, "pop").await, pops_before);
     assert_eq!(txn_ids(&body), vec!["m-1", "m-3"]);
     let r = ack_all(&b, &messages(&body), "completed").await;
     assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
@@ -213,7 +216,7 @@ async fn a_message_deleted_inside_the_range_sends_the_pop_to_the_function_path()
     // past the deletion the statement path is back
     let body = pop_ok(&b, &pop_path(&queue, None, "batch=5")).await;
     assert_eq!(txn_ids(&body), vec!["m-4", "m-5"]);
-    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    assert_eq!(statement_count(&b, "pop").await, pops_before + 1.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -239,7 +242,8 @@ async fn the_statement_path_hands_out_the_same_messages_as_the_partition_route()
         let body = pop_ok(&b, &pop_path(&queue, route, &q)).await;
         answers.push(messages(&body));
     }
-    assert_eq!(statement_count(&b, "pop").await, 1.0);
+    // the wildcard group's first contact and its second pop; the partition route never
+    assert_eq!(statement_count(&b, "pop").await, 2.0);
     let strip = |msgs: &[Value]| -> Vec<Value> {
         msgs.iter()
             .map(|m| {
@@ -269,7 +273,7 @@ async fn concurrent_consumers_get_every_message_once() {
         .await;
     }
     let b = std::sync::Arc::new(b);
-    // first contact for every partition (the function path)
+    // first contact for every partition, one at a time
     let mut all = Vec::new();
     for _ in 0..(parts * 2) {
         let (status, body) = b.get(&pop_path(&queue, None, "batch=1")).await;
@@ -325,4 +329,166 @@ async fn concurrent_consumers_get_every_message_once() {
         let pid = partition_id(&client, &queue, &format!("p{p}")).await;
         assert_eq!(cursor(&client, pid, GROUP).await, Some((per as i64, false)));
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consumer_groups_first_contact_starts_where_its_subscription_does() {
+    let (db, b) = setup().await;
+    let client = db.client().await.expect("db client");
+    let queue = unique("cs6");
+    push_items(&b, numbered(&queue, "p", "before", 0..3)).await;
+    sleep_ms(20).await;
+    let t: chrono::DateTime<chrono::Utc> = client
+        .query_one("SELECT clock_timestamp()", &[])
+        .await
+        .expect("clock")
+        .get(0);
+    sleep_ms(20).await;
+    push_items(&b, numbered(&queue, "p", "after", 0..2)).await;
+    let from = t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
+
+    let before = statement_count(&b, "pop").await;
+    let body = pop_ok(
+        &b,
+        &pop_path(
+            &queue,
+            None,
+            &format!("consumerGroup=g1&batch=10&subscriptionFrom={from}"),
+        ),
+    )
+    .await;
+    assert_eq!(txn_ids(&body), vec!["after-0", "after-1"]);
+    assert_eq!(
+        statement_count(&b, "pop").await,
+        before + 1.0,
+        "the statement made the cursor"
+    );
+    let pid = partition_id(&client, &queue, "p").await;
+    assert_eq!(cursor(&client, pid, "g1").await, Some((3, true)));
+    assert_eq!(
+        count(
+            &client,
+            &format!(
+                "SELECT count(*) FROM queen.consumer_subscriptions
+                 WHERE consumer_group = 'g1' AND queue_name = '{queue}' AND partition_name = ''"
+            )
+        )
+        .await,
+        1,
+        "the subscription is stored as queen.pop_queue stores it"
+    );
+    let r = ack_all_in(&b, Some("g1"), &messages(&body), "completed").await;
+    assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+
+    // mode new: only what comes after the group's first pop
+    pop_empty(
+        &b,
+        &pop_path(&queue, None, "consumerGroup=g2&subscriptionMode=new"),
+    )
+    .await;
+    sleep_ms(20).await;
+    push_items(&b, numbered(&queue, "p", "later", 0..1)).await;
+    let body = pop_ok(&b, &pop_path(&queue, None, "consumerGroup=g2&batch=10")).await;
+    assert_eq!(txn_ids(&body), vec!["later-0"]);
+    // and a group without a subscription reads everything
+    let body = pop_ok(&b, &pop_path(&queue, None, "consumerGroup=g3&batch=10")).await;
+    assert_eq!(txn_ids(&body).len(), 6);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn consumers_racing_for_new_partitions_get_every_message_once() {
+    let (db, b) = setup().await;
+    let queue = unique("cs7");
+    let parts = 24;
+    let per = 3;
+    let b = std::sync::Arc::new(b);
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let b = b.clone();
+        let queue = queue.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut empty = 0;
+            let batch = if w % 2 == 0 { 1 } else { per };
+            while empty < 5 {
+                let (status, body) = b
+                    .get(&pop_path(&queue, None, &format!("batch={batch}")))
+                    .await;
+                if status != StatusCode::OK {
+                    empty += 1;
+                    sleep_ms(30).await;
+                    continue;
+                }
+                empty = 0;
+                let r = ack_all(&b, &messages(&body), "completed").await;
+                assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+                seen.extend(txn_ids(&body));
+            }
+            seen
+        }));
+    }
+    // every partition is new while the consumers poll: each first pop of one
+    // makes its cursor row
+    for p in 0..parts {
+        push_items(
+            &b,
+            numbered(&queue, &format!("n{p}"), &format!("n{p}"), 0..per),
+        )
+        .await;
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("consumer task"));
+    }
+    let total = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), total, "a message was delivered twice");
+    assert_eq!(total, parts * per, "every message once");
+    assert!(statement_count(&b, "pop").await > 0.0);
+    let client = db.client().await.expect("db client");
+    assert_eq!(
+        count(
+            &client,
+            &format!(
+                "SELECT count(*) FROM queen.log_consumers lc JOIN queen.partitions pt ON pt.id = lc.partition_id
+                 JOIN queen.queues q ON q.id = pt.queue_id
+                 WHERE q.name = '{queue}' AND lc.committed_offset = {per} AND lc.lease_expires_at IS NULL"
+            )
+        )
+        .await,
+        parts as i64,
+        "one cursor row per partition, at its end, released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_statement_reports_hinted_partitions_it_found_drained() {
+    let (_db, b) = setup().await;
+    let queue = unique("cs8");
+    // both partitions get their cursor rows and are drained
+    push_items(&b, numbered(&queue, "a", "a", 0..1)).await;
+    push_items(&b, numbered(&queue, "b", "b", 0..1)).await;
+    for _ in 0..2 {
+        let body = pop_ok(&b, &pop_path(&queue, None, "batch=1")).await;
+        ack_all(&b, &messages(&body), "completed").await;
+    }
+    pop_empty(&b, &pop_path(&queue, None, "batch=1")).await;
+    // written again: a one message, b two; the next pop drains one of them
+    push_items(&b, numbered(&queue, "a", "a", 1..2)).await;
+    push_items(&b, numbered(&queue, "b", "b", 1..3)).await;
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=2")).await;
+    ack_all(&b, &messages(&body), "completed").await;
+    let drained_before = prometheus_value(&b, "queen_pop_hints_drained_total")
+        .await
+        .unwrap_or(0.0);
+    let pops_before = statement_count(&b, "pop").await;
+    // the statement leases the other one and reports the drained one
+    let body = pop_ok(&b, &pop_path(&queue, None, "batch=2")).await;
+    assert_eq!(statement_count(&b, "pop").await, pops_before + 1.0);
+    let drained_after = prometheus_value(&b, "queen_pop_hints_drained_total")
+        .await
+        .unwrap_or(0.0);
+    assert_eq!(drained_after, drained_before + 1.0);
+    ack_all(&b, &messages(&body), "completed").await;
 }

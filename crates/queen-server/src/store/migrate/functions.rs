@@ -53,6 +53,7 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "walk_eligible",
     "lease_mint",
     "lease_key",
+    "cursor_lock_key",
     "claim_partition",
     "pop_queue",
     "push_batch",
