@@ -26,8 +26,9 @@
 -- the recheck after the lock); those the group has no cursor row on yet and
 -- that hold messages past where its subscription starts (first contact:
 -- queen.subscription_start of queue $14, mode $15, from $16, and
--- queen.offset_before, as queen.claim_partition does) come next to them in the
--- same order, as never consumed, unless another transaction is making that row
+-- queen.offset_before, as queen.claim_partition does, for the first twice as
+-- many as there are pops) come next to them in the same order, as never
+-- consumed, unless another transaction is making that row
 -- right now (the advisory lock of queen.cursor_lock_key, only tried: the
 -- statement never waits for another pop). Up to cardinality($4) of them are
 -- numbered 1, 2, ... (`member`). Each gets a lease of up to $3 messages from
@@ -105,11 +106,15 @@ WITH acked AS (
     LIMIT cardinality($4::uuid[])
     FOR UPDATE OF lc SKIP LOCKED
 ), fresh AS (
-    SELECT hd.id, hd.name, hd.hint_at, hd.next_offset, hd.low_offset,
-           queen.offset_before(hd.id, queen.subscription_start($2::text, $14::text, hd.name, '',
-                                                               $15::text, $16::text)) AS start
-    FROM hinted hd
-    WHERE hd.id IS NOT NULL AND NOT hd.has_row AND hd.next_offset > hd.low_offset
+    SELECT c.*,
+           CASE WHEN $2::text = '__QUEUE_MODE__' THEN c.low_offset - 1
+                ELSE queen.offset_before(c.id, queen.subscription_start($2::text, $14::text, c.name, '',
+                                                                        $15::text, $16::text)) END AS start
+    FROM (SELECT hd.id, hd.name, hd.hint_at, hd.next_offset, hd.low_offset
+          FROM hinted hd
+          WHERE hd.id IS NOT NULL AND NOT hd.has_row AND hd.next_offset > hd.low_offset
+          ORDER BY hd.hint_at
+          LIMIT 2 * cardinality($4::uuid[])) c
     OFFSET 0
 ), first AS (
     SELECT f.id AS partition_id, f.name, f.hint_at, f.start,
