@@ -38,7 +38,7 @@ async fn migrate_up_to(client: &mut Client, version: i32) {
 /// views, sequences, triggers, types and comments; and the two history
 /// tables of the runner.
 async fn catalog(client: &Client) -> BTreeSet<String> {
-    let queries: [(&str, &str); 13] = [
+    let queries: [(&str, &str); 14] = [
         (
             "function",
             "SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid)
@@ -110,6 +110,13 @@ async fn catalog(client: &Client) -> BTreeSet<String> {
             "SELECT pg_describe_object(d.classoid, d.objoid, d.objsubid), d.description
              FROM pg_description d
              WHERE (pg_identify_object(d.classoid, d.objoid, d.objsubid)).schema = 'queen'",
+        ),
+        (
+            "statistics target",
+            "SELECT c.relname || '.' || a.attname, a.attstattarget::text
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+             WHERE c.relnamespace = 'queen'::regnamespace AND a.attnum > 0
+               AND coalesce(a.attstattarget, -1) <> -1",
         ),
         (
             "schema history",
@@ -413,4 +420,45 @@ async fn a_lease_handed_out_before_lease_keys_is_still_extended() {
     assert!(row.get::<_, bool>("later"));
     assert_eq!(row.get::<_, Option<String>>("reason"), None);
     assert!(row.get::<_, i64>("key") > 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analyze_keeps_no_statistics_of_the_message_arrays() {
+    let db = TestDb::new().await.unwrap();
+    let client = db.client().await.unwrap();
+    client
+        .batch_execute(
+            "INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), 'stats');
+             INSERT INTO queen.partitions (id, queue_id, name, next_offset, last_created_at)
+             SELECT gen_random_uuid(), q.id, 'p', 3, now() FROM queen.queues q WHERE q.name = 'stats';
+             INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
+                                         message_ids, transaction_ids, trace_ids, payloads)
+             SELECT p.id, 2, 1, now(), ARRAY[gen_random_uuid(), gen_random_uuid()], ARRAY['a', 'b'],
+                    ARRAY[NULL::uuid, NULL], ARRAY['{}', '{}']
+             FROM queen.partitions p WHERE p.name = 'p';
+             ANALYZE queen.segments;",
+        )
+        .await
+        .unwrap();
+    let analyzed: BTreeSet<String> = client
+        .query(
+            "SELECT attname::text FROM pg_stats WHERE schemaname = 'queen' AND tablename = 'segments'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let want: BTreeSet<String> = [
+        "partition_id",
+        "last_offset",
+        "first_offset",
+        "created_at",
+        "deleted_offsets",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    assert_eq!(analyzed, want);
 }
