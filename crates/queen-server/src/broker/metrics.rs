@@ -36,6 +36,7 @@ pub struct Metrics {
     /// Hinted partitions wildcard pops found drained (see `broker/recent.rs`).
     pub pop_hints_drained: IntCounter,
     pub pop_walks: IntCounter,
+    pub pop_discoveries: IntCounter,
     /// Pops and acks answered by their one-statement path (`op` = pop | ack).
     pub consume_statement: prometheus::IntCounterVec,
     /// Per mesh peer: connected (0/1), hints sent, dropped, reconnects.
@@ -237,6 +238,11 @@ impl Default for Metrics {
                 &registry,
                 "queen_pop_hints_drained_total",
                 "hinted partitions a wildcard pop found drained (they leave the group's candidates until written again)",
+            ),
+            pop_discoveries: counter(
+                &registry,
+                "queen_pop_discoveries_total",
+                "lookups of a queue's partitions with work for a consumer group, after a walk found work the wildcard pops' list did not know",
             ),
             pop_walks: counter(
                 &registry,

@@ -93,7 +93,7 @@ pub struct Broker {
     waker: Waker,
     queues: QueueCache,
     /// Partitions written to lately, tried first by wildcard pops.
-    recent: recent::RecentPartitions,
+    recent: Arc<recent::RecentPartitions>,
     metrics: Metrics,
     flags: Flags,
     /// This broker's disk spool: takes pushes while PostgreSQL is away.
@@ -139,7 +139,7 @@ impl Broker {
                 .as_ref()
                 .map(crypto::PayloadCipher::new),
             queues: QueueCache::new(config.queue_config_max_age),
-            recent: recent::RecentPartitions::default(),
+            recent: Arc::default(),
             config,
             store,
             waker: Waker::default(),

@@ -1,5 +1,6 @@
 //! Pop: claim a leased batch, optionally parking as a long poll until one is there.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use queen_proto::{ConsumerGroup, PartitionName, QueueName};
@@ -108,6 +109,22 @@ impl Broker {
         }
     }
 
+    /// Looks up, in the background, the partitions of `queue` with work for
+    /// `group`, which join the list wildcard pops try first (`recent.rs`).
+    fn discover_partitions(&self, queue: &crate::store::QueueRow, group: &str) {
+        self.metrics.pop_discoveries.inc();
+        let (store, recent) = (Arc::clone(&self.store), Arc::clone(&self.recent));
+        let (queue_id, queue, group) = (queue.id, queue.name.clone(), group.to_owned());
+        let limit = i32::try_from(super::recent::DISCOVER_LIMIT).unwrap_or(i32::MAX);
+        tokio::spawn(async move {
+            match store.discover_partitions(queue_id, &group, limit).await {
+                Ok(found) => recent.discovered(&queue, &found),
+                // only hints: the walks go on finding the work meanwhile
+                Err(e) => tracing::debug!(error = %e, queue, "partition discovery failed"),
+            }
+        });
+    }
+
     /// One attempt to claim messages.
     async fn pop_once(&self, req: &PopRequest) -> PopOutcome {
         match &req.target {
@@ -185,8 +202,12 @@ impl Broker {
             self.metrics
                 .pop_hints_drained
                 .inc_by(c.drained_hints.len() as u64);
-            if self.recent.learn(&queue.name, req.group.as_str(), h, c) {
+            let learned = self.recent.learn(&queue.name, req.group.as_str(), h, c);
+            if learned.walked {
                 self.metrics.pop_walks.inc();
+            }
+            if learned.unlisted && self.recent.discovery_due(&queue.name, req.group.as_str()) {
+                self.discover_partitions(&queue, req.group.as_str());
             }
         }
         match claimed {

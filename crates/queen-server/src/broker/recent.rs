@@ -15,7 +15,12 @@
 //! `FLOOR_INTERVAL` and group goes straight to it, and pops whose hints do
 //! not fill them walk too, for as long as the group's walks find work. A
 //! partition a walk found work in joins the list as if written, so a backlog
-//! the list missed is served from hints once the walks have seen it.
+//! the list missed is served from hints once the walks have seen it; and a
+//! walk that found such work has the broker look up the queue's other
+//! partitions with work for the group (`DISCOVER_LIMIT` of them, at most once
+//! per `FLOOR_INTERVAL`), which join the list the same way: after a restart
+//! with a backlog over thousands of partitions, each walk would otherwise find
+//! the one partition its pop then drains.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, PoisonError};
@@ -33,6 +38,9 @@ const MAX_GROUPS: usize = 256;
 const HINTS_PER_POP: usize = 32;
 /// Each group's pops go straight to the walk once per this interval.
 const FLOOR_INTERVAL: Duration = Duration::from_millis(500);
+/// Partitions one lookup of a queue's partitions with work adds to its list:
+/// an eighth of `PER_QUEUE`, enough for 16 consumers for a while.
+pub const DISCOVER_LIMIT: usize = 512;
 
 /// Recently written partitions of each queue; see the module docs.
 #[derive(Debug, Default)]
@@ -49,6 +57,9 @@ struct Inner {
 
 #[derive(Debug, Default)]
 struct QueueList {
+    /// Group -> when the broker last looked up the queue's partitions with
+    /// work for it (`RecentPartitions::discovery_due`).
+    discovered: HashMap<String, Instant>,
     /// Write number of the next recorded write.
     next_write: u64,
     /// Partition -> number of its last recorded write.
@@ -74,6 +85,15 @@ impl GroupView {
     fn drained(&self, partition: &str, seq: u64) -> bool {
         seq < self.low || self.drained.get(partition).is_some_and(|&at| at > seq)
     }
+}
+
+/// What [`RecentPartitions::learn`] made of a pop.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Learned {
+    /// The pop walked the queue in the database.
+    pub walked: bool,
+    /// Its walk found work in partitions the list did not know.
+    pub unlisted: bool,
 }
 
 /// What a wildcard pop should try first, and when the list was read.
@@ -122,8 +142,9 @@ impl RecentPartitions {
     /// the hinted partitions it found drained leave the group's candidates,
     /// and if it was allowed to walk, the partitions it claimed from outside
     /// the hints say whether walking is worth it (see `QueueList::walked`).
-    /// True if the pop walked.
-    pub fn learn(&self, queue: &str, group: &str, hints: &Hints, claim: &Claim) -> bool {
+    /// Whether the pop walked, and whether its walk found work in partitions
+    /// the list did not know.
+    pub fn learn(&self, queue: &str, group: &str, hints: &Hints, claim: &Claim) -> Learned {
         let walked = hints
             .walk
             .then(|| {
@@ -146,9 +167,15 @@ impl RecentPartitions {
             // messages only from hinted partitions: the walk did not run
             .filter(|w| !w.is_empty() || claim.messages.is_empty());
         if walked.is_none() && claim.drained_hints.is_empty() {
-            return false;
+            return Learned::default();
         }
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let unlisted = walked.iter().flatten().any(|p| {
+            inner
+                .queues
+                .get(queue)
+                .is_none_or(|list| !list.written.contains_key(*p))
+        });
         if let Some(list) = inner.queues.get_mut(queue) {
             if let Some(walked) = &walked {
                 list.walked(group, walked);
@@ -161,7 +188,46 @@ impl RecentPartitions {
         for p in walked.iter().flatten() {
             inner.record(queue, p);
         }
-        walked.is_some()
+        Learned {
+            walked: walked.is_some(),
+            unlisted,
+        }
+    }
+
+    /// Whether the broker should look up `queue`'s partitions with work for
+    /// `group` now: true at most once per `FLOOR_INTERVAL` per queue and group
+    /// (and then counted as done).
+    pub fn discovery_due(&self, queue: &str, group: &str) -> bool {
+        let now = Instant::now();
+        self.with_list(queue, |list| {
+            let due = list
+                .discovered
+                .get(group)
+                .is_none_or(|at| now.duration_since(*at) >= FLOOR_INTERVAL);
+            if due {
+                if list.discovered.len() >= MAX_GROUPS {
+                    list.discovered.clear();
+                }
+                list.discovered.insert(group.to_owned(), now);
+            }
+            due
+        })
+        .unwrap_or(false)
+    }
+
+    /// Partitions of `queue` found with work in the database: candidates from
+    /// now on, as if written (those the list knows keep their place).
+    pub fn discovered(&self, queue: &str, partitions: &[String]) {
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        for p in partitions {
+            let known = inner
+                .queues
+                .get(queue)
+                .is_some_and(|list| list.written.contains_key(p));
+            if !known {
+                inner.record(queue, p);
+            }
+        }
     }
 
     /// The cursors of `group` moved back or were deleted (on `queue`, or on
@@ -340,206 +406,4 @@ impl QueueList {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The two halves of [`RecentPartitions::learn`], one at a time.
-    impl RecentPartitions {
-        fn mark_drained(&self, queue: &str, group: &str, partitions: &[String], as_of: u64) {
-            self.with_list(queue, |list| list.mark_drained(group, partitions, as_of));
-        }
-
-        fn walk_result(&self, queue: &str, group: &str, walked: &[&str]) {
-            self.with_list(queue, |list| list.walked(group, walked));
-        }
-    }
-
-    fn hints(r: &RecentPartitions, group: &str) -> Vec<String> {
-        r.hints_for_pop("q", group).names
-    }
-
-    #[test]
-    fn oldest_write_first_without_repeats_and_bounded() {
-        let r = RecentPartitions::default();
-        for p in ["a", "b", "a", "c"] {
-            r.record("q", p);
-        }
-        assert_eq!(hints(&r, "g"), ["b", "a", "c"]);
-        for i in 0..PER_QUEUE + 10 {
-            r.record("q", &format!("p{i}"));
-        }
-        let list = hints(&r, "g");
-        assert_eq!(list.len(), HINTS_PER_POP);
-        // a, b, c and p0..p9 fell off the front
-        assert_eq!(list[0], "p10");
-        assert!(hints(&r, "other-queue-group").len() == HINTS_PER_POP);
-        assert!(r.hints_for_pop("other", "g").names.is_empty());
-        r.forget("q");
-        assert!(hints(&r, "g").is_empty());
-        assert_eq!(r.inner.lock().unwrap().total, 0);
-    }
-
-    #[test]
-    fn drained_partitions_drop_out_until_written_again() {
-        let r = RecentPartitions::default();
-        for p in ["a", "b", "c"] {
-            r.record("q", p);
-        }
-        let h = r.hints_for_pop("q", "g1");
-        assert_eq!(h.names, ["a", "b", "c"]);
-        r.mark_drained("q", "g1", &["a".to_owned(), "c".to_owned()], h.as_of);
-        assert_eq!(hints(&r, "g1"), ["b"]);
-        // another group still sees everything
-        assert_eq!(hints(&r, "g2"), ["a", "b", "c"]);
-        // a write after the hints were taken brings the partition back
-        let h = r.hints_for_pop("q", "g1");
-        r.record("q", "c");
-        r.mark_drained("q", "g1", &["b".to_owned(), "c".to_owned()], h.as_of);
-        assert_eq!(hints(&r, "g1"), ["c"]);
-        r.record("q", "a");
-        assert_eq!(hints(&r, "g1"), ["c", "a"]);
-    }
-
-    #[test]
-    fn each_group_goes_to_the_walk_once_per_interval() {
-        let r = RecentPartitions::default();
-        r.record("q", "a");
-        let t0 = Instant::now();
-        let mut inner = r.inner.lock().unwrap();
-        let list = inner.queues.get_mut("q").unwrap();
-        assert_eq!(list.hints("g", t0).names, ["a"]);
-        assert_eq!(list.hints("g", t0 + FLOOR_INTERVAL / 2).names, ["a"]);
-        assert!(list.hints("g", t0 + FLOOR_INTERVAL).names.is_empty());
-        assert_eq!(list.hints("g", t0 + FLOOR_INTERVAL * 3 / 2).names, ["a"]);
-        assert_eq!(list.hints("h", t0 + FLOOR_INTERVAL).names, ["a"]);
-    }
-
-    #[test]
-    fn pops_walk_while_walks_find_work_and_at_the_floor_interval() {
-        let r = RecentPartitions::default();
-        assert!(
-            r.hints_for_pop("unlisted", "g").walk,
-            "nothing listed: walk"
-        );
-        r.record("q", "a");
-        let t0 = Instant::now();
-        {
-            let mut inner = r.inner.lock().unwrap();
-            assert!(inner.queues.get_mut("q").unwrap().hints("g", t0).walk);
-        }
-        // a walk that found only listed partitions (or nothing) stops the walks
-        r.walk_result("q", "g", &["a"]);
-        let mut inner = r.inner.lock().unwrap();
-        let list = inner.queues.get_mut("q").unwrap();
-        let h = list.hints("g", t0 + FLOOR_INTERVAL / 2);
-        assert!(!h.walk && h.names == ["a"]);
-        let h = list.hints("g", t0 + FLOOR_INTERVAL);
-        assert!(h.walk && h.names.is_empty(), "the floor walks regardless");
-        assert!(list.hints("other", t0).walk, "per group");
-        drop(inner);
-        r.walk_result("q", "g", &["a", "unlisted"]);
-        assert!(r.hints_for_pop("q", "g").walk);
-        r.walk_result("q", "g", &[]);
-        assert!(!r.hints_for_pop("q", "g").walk);
-    }
-
-    #[test]
-    fn work_in_a_drained_partition_or_a_forgotten_group_starts_the_view_over() {
-        let r = RecentPartitions::default();
-        r.record("q", "a");
-        r.record("q", "b");
-        let h = r.hints_for_pop("q", "g");
-        r.mark_drained("q", "g", &h.names, h.as_of);
-        r.walk_result("q", "g", &[]);
-        let h = r.hints_for_pop("q", "g");
-        assert!(h.names.is_empty() && !h.walk);
-        // a seek through another replica: the floor walk claims from `a`
-        r.walk_result("q", "g", &["a"]);
-        let h = r.hints_for_pop("q", "g");
-        assert!(h.walk && h.names == ["a", "b"], "{h:?}");
-        // a seek through this replica
-        r.mark_drained("q", "g", &h.names, h.as_of);
-        r.walk_result("q", "g", &[]);
-        r.forget_group(Some("q"), "g");
-        let h = r.hints_for_pop("q", "g");
-        assert!(h.walk && h.names == ["a", "b"], "{h:?}");
-        r.mark_drained("q", "g", &h.names, h.as_of);
-        r.forget_group(None, "g");
-        assert_eq!(r.hints_for_pop("q", "g").names, ["a", "b"]);
-    }
-
-    fn claim_from(partitions: &[&str]) -> Claim {
-        let messages = partitions
-            .iter()
-            .map(|p| crate::store::ClaimedMessage {
-                partition_id: uuid::Uuid::nil(),
-                partition_name: (*p).to_owned(),
-                offset: 1,
-                message_id: uuid::Uuid::nil(),
-                transaction_id: String::new(),
-                trace_id: None,
-                payload: "{}".to_owned(),
-                producer_sub: None,
-                created_at: chrono::Utc::now(),
-            })
-            .collect();
-        Claim {
-            messages,
-            drained_hints: Vec::new(),
-            lease_id: None,
-            by_statement: false,
-        }
-    }
-
-    #[test]
-    fn partitions_a_walk_found_work_in_become_candidates() {
-        let r = RecentPartitions::default();
-        // after a restart nothing is listed: the pops walk
-        let h = r.hints_for_pop("q", "g");
-        assert!(h.walk && h.names.is_empty());
-        assert!(r.learn("q", "g", &h, &claim_from(&["a"])), "walked");
-        let h = r.hints_for_pop("q", "g");
-        assert!(h.walk && h.names == ["a"], "{h:?}");
-        // a walk that finds unlisted work keeps the walks going and lists it
-        assert!(r.learn("q", "g", &h, &claim_from(&["b"])));
-        let h = r.hints_for_pop("q", "g");
-        assert!(h.walk && h.names == ["a", "b"], "{h:?}");
-        // claims from hinted partitions only: walking stops
-        assert!(r.learn("q", "g", &h, &claim_from(&[])), "an empty walk");
-        let h = r.hints_for_pop("q", "g");
-        assert!(!h.walk && h.names == ["a", "b"], "{h:?}");
-        // a pop that was not allowed to walk teaches nothing about walks
-        assert!(!r.learn("q", "g", &h, &claim_from(&["c"])));
-        let may_walk = Hints {
-            names: vec!["a".to_owned()],
-            as_of: h.as_of,
-            walk: true,
-        };
-        assert!(
-            !r.learn("q", "g", &may_walk, &claim_from(&["a"])),
-            "filled from the hints: no walk ran"
-        );
-        assert_eq!(hints(&r, "g"), ["a", "b"]);
-    }
-
-    #[test]
-    fn the_total_is_bounded_over_queues() {
-        let r = RecentPartitions::default();
-        for q in 0..30 {
-            for p in 0..PER_QUEUE {
-                r.record(&format!("q{q}"), &format!("p{p}"));
-            }
-        }
-        let total = r.inner.lock().unwrap().total;
-        assert!(total <= MAX_TOTAL, "{total}");
-        let counted: usize = r
-            .inner
-            .lock()
-            .unwrap()
-            .queues
-            .values()
-            .map(|l| l.written.len())
-            .sum();
-        assert_eq!(total, counted);
-    }
-}
+mod tests;

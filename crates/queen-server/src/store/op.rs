@@ -82,6 +82,9 @@ db_ops! {
     Transaction => "transaction", "store.transaction";
     /// `queen.extend_lease`.
     ExtendLease => "extend_lease", "store.extend_lease";
+    /// `sql/statements/discover_partitions.sql`: a queue's partitions with
+    /// work for a group, for the wildcard pops' hint list.
+    Discover => "discover", "store.discover";
     /// One queue's configuration by name.
     FindQueue => "find_queue", "store.find_queue";
     /// Creating a queue with default options on first push.

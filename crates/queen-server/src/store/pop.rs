@@ -176,6 +176,23 @@ impl Store {
         })
     }
 
+    /// Up to `limit` partitions of `queue_id` with messages for `group` and
+    /// no live lease (`sql/statements/discover_partitions.sql`).
+    pub async fn discover_partitions(
+        &self,
+        queue_id: Uuid,
+        group: &str,
+        limit: i32,
+    ) -> Result<Vec<String>, StoreError> {
+        with_op!(self.db, DbOp::Discover, |client| {
+            let stmt = client
+                .prepare_cached(include_str!("../../sql/statements/discover_partitions.sql"))
+                .await?;
+            let rows = client.query(&stmt, &[&queue_id, &group, &limit]).await?;
+            rows.iter().map(|r| col(r, "name")).collect()
+        })
+    }
+
     /// Extends every unexpired partition lease held under `lease_id`.
     pub async fn extend_lease(
         &self,

@@ -5,6 +5,8 @@
 //! answer and the cursor are what `queen.pop_queue` and `queen.ack_batch`
 //! give for the same requests.
 
+use std::collections::BTreeSet;
+
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
@@ -491,4 +493,55 @@ async fn the_statement_reports_hinted_partitions_it_found_drained() {
         .unwrap_or(0.0);
     assert_eq!(drained_after, drained_before + 1.0);
     ack_all(&b, &messages(&body), "completed").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_that_never_saw_the_writes_finds_a_backlog_over_many_partitions() {
+    let (db, writer) = setup().await;
+    let queue = unique("cs9");
+    let parts = 300;
+    let items: Vec<Value> = (0..parts)
+        .map(|p| {
+            json!({ "queue": queue, "partition": format!("n{p}"), "payload": { "p": p },
+                         "transactionId": format!("n{p}") })
+        })
+        .collect();
+    push_items(&writer, Value::Array(items)).await;
+    drop(writer);
+    // a broker started after the writes (a restart): its hint list is empty
+    let b = queen_testkit::TestBroker::start(&db)
+        .await
+        .expect("second broker");
+    let path = pop_path(&queue, None, "batch=1");
+    let mut seen = BTreeSet::new();
+    loop {
+        let (status, body) = b.get(&path).await;
+        if status != StatusCode::OK {
+            // the walk's turn may miss; long enough for any lookup to land
+            sleep_ms(100).await;
+            if b.get(&path).await.0 != StatusCode::OK {
+                break;
+            }
+            continue;
+        }
+        let r = ack_all(&b, &messages(&body), "completed").await;
+        assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+        for t in txn_ids(&body) {
+            assert!(seen.insert(t.clone()), "twice: {t}");
+        }
+    }
+    assert_eq!(seen.len(), parts, "every message once");
+    // the first walk found work its list did not know; a lookup listed the
+    // rest, so most pops were answered by the statement, not by walks
+    let walks = prometheus_value(&b, "queen_db_op_duration_seconds_count{op=\"pop\"}")
+        .await
+        .unwrap_or(0.0);
+    let lookups = prometheus_value(&b, "queen_pop_discoveries_total")
+        .await
+        .unwrap_or(0.0);
+    assert!(
+        walks < 60.0,
+        "{walks} pops went to queen.pop_queue for {parts} partitions"
+    );
+    assert!(lookups >= 1.0, "{lookups} lookups");
 }
