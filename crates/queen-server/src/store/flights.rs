@@ -5,15 +5,17 @@
 //! requests that can share a statement and answers all of them with one
 //! call of `Fly::fly`. A request with a key (`Fly::key`) shares a flight
 //! only with requests of the same key; one without (an ack) joins any
-//! flight. There is no timer: a lone request leaves at once. At most
-//! `Limits::inflight` flights are in the air; a further one leaves while
-//! others fly only when it carries `Limits::second` requests or a key no
-//! flight in the air has, so small requests merge instead of queueing on
-//! each other. With none in the air, a flight may wait for the clients the
-//! last one answered (`linger.rs`). A flight whose call fails (other than by the database being
-//! unavailable) is flown again one request at a time, so one request's
-//! error does not fail the others.
-//! `docs/benchmarks.md` ("Consume path, part 3") has the measurements.
+//! flight. A lone request leaves at once. At most `Limits::inflight`
+//! flights are in the air; a further one leaves while others fly only when
+//! it carries `Limits::second` requests or a key no flight in the air has,
+//! so small requests merge instead of queueing on each other; after a flight
+//! that flew longer than `linger::MAX_HOLD` (its time was its work) it leaves
+//! with any request, to use the other cores. With none in the air, a flight
+//! may wait for the clients the last one answered (`linger.rs`). A flight
+//! whose call fails (other than by the database being unavailable) is flown
+//! again one request at a time, so one request's error does not fail the
+//! others. `docs/benchmarks.md` ("Consume path", parts 3 and 6) has the
+//! measurements.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -250,8 +252,14 @@ async fn run<F: Fly>(
         let hold = (open && in_air.is_empty() && waiting.len() < limits.members)
             .then(|| linger.hold(Instant::now()))
             .flatten();
+        // after a flight that was all work, a second one leaves with what waits
+        let second = if linger.work_bound() {
+            1
+        } else {
+            limits.second
+        };
         if in_air.len() < limits.inflight && hold.is_none() {
-            if let Some(key) = next_key::<F>(&waiting, &in_air, limits.second) {
+            if let Some(key) = next_key::<F>(&waiting, &in_air, second) {
                 let members = take_flight::<F>(&mut waiting, key.as_ref(), limits.members.max(1));
                 let id = next_id;
                 next_id += 1;
