@@ -44,6 +44,32 @@ async fn ack_all_in(
         .clone()
 }
 
+/// One consumer of `queue`: pops `batch` at a time and acks each pop whole,
+/// until five pops in a row found nothing; the transactionIds it received.
+async fn consume_until_idle(
+    b: std::sync::Arc<queen_testkit::TestBroker>,
+    queue: String,
+    batch: usize,
+) -> Vec<String> {
+    let mut seen = Vec::new();
+    let mut empty = 0;
+    while empty < 5 {
+        let (status, body) = b
+            .get(&pop_path(&queue, None, &format!("batch={batch}")))
+            .await;
+        if status != StatusCode::OK {
+            empty += 1;
+            sleep_ms(30).await;
+            continue;
+        }
+        empty = 0;
+        let r = ack_all(&b, &messages(&body), "completed").await;
+        assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
+        seen.extend(txn_ids(&body));
+    }
+    seen
+}
+
 fn numbered(queue: &str, partition: &str, prefix: &str, range: std::ops::Range<usize>) -> Value {
     Value::Array(
         range
@@ -293,29 +319,12 @@ async fn concurrent_consumers_get_every_message_once() {
     }
     let mut tasks = Vec::new();
     for w in 0..8 {
-        let b = b.clone();
-        let queue = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut seen = Vec::new();
-            let mut empty = 0;
-            let batch = if w % 2 == 0 { 1 } else { 3 };
-            while empty < 5 {
-                let (status, body) = b
-                    .get(&pop_path(&queue, None, &format!("batch={batch}")))
-                    .await;
-                if status != StatusCode::OK {
-                    empty += 1;
-                    sleep_ms(20).await;
-                    continue;
-                }
-                empty = 0;
-                let msgs = messages(&body);
-                let r = ack_all(&b, &msgs, "completed").await;
-                assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
-                seen.extend(txn_ids(&body));
-            }
-            seen
-        }));
+        let batch = if w % 2 == 0 { 1 } else { 3 };
+        tasks.push(tokio::spawn(consume_until_idle(
+            b.clone(),
+            queue.clone(),
+            batch,
+        )));
     }
     for t in tasks {
         all.extend(t.await.expect("consumer task"));
@@ -406,28 +415,12 @@ async fn consumers_racing_for_new_partitions_get_every_message_once() {
     let b = std::sync::Arc::new(b);
     let mut tasks = Vec::new();
     for w in 0..8 {
-        let b = b.clone();
-        let queue = queue.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut seen = Vec::new();
-            let mut empty = 0;
-            let batch = if w % 2 == 0 { 1 } else { per };
-            while empty < 5 {
-                let (status, body) = b
-                    .get(&pop_path(&queue, None, &format!("batch={batch}")))
-                    .await;
-                if status != StatusCode::OK {
-                    empty += 1;
-                    sleep_ms(30).await;
-                    continue;
-                }
-                empty = 0;
-                let r = ack_all(&b, &messages(&body), "completed").await;
-                assert!(r.iter().all(|o| o["success"] == true), "{r:?}");
-                seen.extend(txn_ids(&body));
-            }
-            seen
-        }));
+        let batch = if w % 2 == 0 { 1 } else { per };
+        tasks.push(tokio::spawn(consume_until_idle(
+            b.clone(),
+            queue.clone(),
+            batch,
+        )));
     }
     // every partition is new while the consumers poll: each first pop of one
     // makes its cursor row

@@ -210,6 +210,33 @@ fn versioned_migrations() -> usize {
         .count()
 }
 
+/// Queue `queue` with partition `p` holding one segment of messages with
+/// `txns` (payload `{}`, offsets from 1) and their keys, written as rows
+/// (the columns every schema version since V1 has).
+async fn store_segment(client: &Client, queue: &str, txns: &[&str]) {
+    let n = i64::try_from(txns.len()).unwrap();
+    let txns: Vec<String> = txns.iter().map(|t| (*t).to_owned()).collect();
+    client
+        .execute(
+            "WITH q AS (INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), $1) RETURNING id),
+                  p AS (INSERT INTO queen.partitions (id, queue_id, name, next_offset, last_created_at)
+                        SELECT gen_random_uuid(), q.id, 'p', $2::bigint + 1, now() FROM q RETURNING id),
+                  m AS (SELECT t.txn, t.k, gen_random_uuid() AS mid
+                        FROM unnest($3::text[]) WITH ORDINALITY AS t(txn, k)),
+                  s AS (INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
+                                                    message_ids, transaction_ids, trace_ids, payloads)
+                        SELECT p.id, $2::bigint, 1, now(), (SELECT array_agg(mid ORDER BY k) FROM m), $3,
+                               array_fill(NULL::uuid, ARRAY[$2::integer]),
+                               array_fill('{}'::text, ARRAY[$2::integer])
+                        FROM p)
+             INSERT INTO queen.message_keys (partition_id, transaction_id, msg_offset, message_id)
+             SELECT p.id, m.txn, m.k, m.mid FROM p, m",
+            &[&queue, &n, &txns],
+        )
+        .await
+        .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fresh_install_and_an_upgrade_from_the_oldest_landed_schema_end_identical() {
     let fresh = TestDb::empty().await.unwrap();
@@ -223,22 +250,7 @@ async fn a_fresh_install_and_an_upgrade_from_the_oldest_landed_schema_end_identi
     let mut old_client = old.client().await.unwrap();
     migrate_up_to(&mut old_client, 2).await;
     // a message stored before the upgrade, to be popped through the new functions
-    old_client
-        .batch_execute(
-            "INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), 'kept');
-             INSERT INTO queen.partitions (id, queue_id, name, next_offset, last_created_at)
-             SELECT gen_random_uuid(), q.id, 'p', 2, now() FROM queen.queues q WHERE q.name = 'kept';
-             INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
-                                         message_ids, transaction_ids, trace_ids, payloads)
-             SELECT p.id, 1, 1, now(), ARRAY[gen_random_uuid()], ARRAY['before-upgrade'],
-                    ARRAY[NULL::uuid], ARRAY['{}']
-             FROM queen.partitions p WHERE p.name = 'p';
-             INSERT INTO queen.message_keys (partition_id, transaction_id, msg_offset, message_id)
-             SELECT p.id, 'before-upgrade', 1, gen_random_uuid() FROM queen.partitions p
-             WHERE p.name = 'p';",
-        )
-        .await
-        .unwrap();
+    store_segment(&old_client, "kept", &["before-upgrade"]).await;
     assert_eq!(
         run_migrations(&mut old_client).await.unwrap(),
         versioned_migrations() - 2
@@ -426,18 +438,9 @@ async fn a_lease_handed_out_before_lease_keys_is_still_extended() {
 async fn analyze_keeps_no_statistics_of_the_message_arrays() {
     let db = TestDb::new().await.unwrap();
     let client = db.client().await.unwrap();
+    store_segment(&client, "stats", &["a", "b"]).await;
     client
-        .batch_execute(
-            "INSERT INTO queen.queues (id, name) VALUES (gen_random_uuid(), 'stats');
-             INSERT INTO queen.partitions (id, queue_id, name, next_offset, last_created_at)
-             SELECT gen_random_uuid(), q.id, 'p', 3, now() FROM queen.queues q WHERE q.name = 'stats';
-             INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
-                                         message_ids, transaction_ids, trace_ids, payloads)
-             SELECT p.id, 2, 1, now(), ARRAY[gen_random_uuid(), gen_random_uuid()], ARRAY['a', 'b'],
-                    ARRAY[NULL::uuid, NULL], ARRAY['{}', '{}']
-             FROM queen.partitions p WHERE p.name = 'p';
-             ANALYZE queen.segments;",
-        )
+        .batch_execute("ANALYZE queen.segments")
         .await
         .unwrap();
     let analyzed: BTreeSet<String> = client
