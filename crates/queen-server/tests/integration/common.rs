@@ -232,6 +232,17 @@ pub async fn count(client: &tokio_postgres::Client, sql: &str) -> i64 {
         .get(0)
 }
 
+/// The first column (text) of every row `sql` returns, in order.
+pub async fn texts<C: FromIterator<String>>(client: &tokio_postgres::Client, sql: &str) -> C {
+    client
+        .query(sql, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
 /// The id of partition `partition` of `queue`.
 pub async fn partition_id(
     client: &tokio_postgres::Client,

@@ -70,6 +70,23 @@ async fn consume_until_idle(
     seen
 }
 
+/// What the consumer `tasks` received, added to `all`: `want` messages,
+/// none twice.
+async fn assert_each_once(
+    mut all: Vec<String>,
+    tasks: Vec<tokio::task::JoinHandle<Vec<String>>>,
+    want: usize,
+) {
+    for t in tasks {
+        all.extend(t.await.expect("consumer task"));
+    }
+    let total = all.len();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), total, "a message was delivered twice");
+    assert_eq!(total, want, "every message once");
+}
+
 fn numbered(queue: &str, partition: &str, prefix: &str, range: std::ops::Range<usize>) -> Value {
     Value::Array(
         range
@@ -326,14 +343,7 @@ async fn concurrent_consumers_get_every_message_once() {
             batch,
         )));
     }
-    for t in tasks {
-        all.extend(t.await.expect("consumer task"));
-    }
-    let total = all.len();
-    all.sort();
-    all.dedup();
-    assert_eq!(all.len(), total, "a message was delivered twice");
-    assert_eq!(total, parts * per, "every message once");
+    assert_each_once(all, tasks, parts * per).await;
     assert!(statement_count(&b, "pop").await > 0.0);
     let client = db.client().await.expect("db client");
     for p in 0..parts {
@@ -431,15 +441,7 @@ async fn consumers_racing_for_new_partitions_get_every_message_once() {
         )
         .await;
     }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.expect("consumer task"));
-    }
-    let total = all.len();
-    all.sort();
-    all.dedup();
-    assert_eq!(all.len(), total, "a message was delivered twice");
-    assert_eq!(total, parts * per, "every message once");
+    assert_each_once(Vec::new(), tasks, parts * per).await;
     assert!(statement_count(&b, "pop").await > 0.0);
     let client = db.client().await.expect("db client");
     assert_eq!(

@@ -21,16 +21,11 @@ async fn payloads_of_encrypted_queues_are_stored_sealed_and_read_in_clear() {
     push_items(&b, json!([{"queue": plain_q, "partition": "p", "payload": {"card": "5500-0000"}, "transactionId": "p1"}])).await;
 
     let client = db.client().await.unwrap();
-    let stored: Vec<String> = client
-        .query(
-            "SELECT unnest(payloads) FROM queen.segments ORDER BY created_at",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let stored: Vec<String> = texts(
+        &client,
+        "SELECT unnest(payloads) FROM queen.segments ORDER BY created_at",
+    )
+    .await;
     assert_eq!(stored.len(), 2);
     assert!(!stored[0].contains("4111"), "{}", stored[0]);
     let envelope: serde_json::Value = serde_json::from_str(&stored[0]).unwrap();

@@ -7,6 +7,8 @@ use std::collections::BTreeSet;
 
 use queen_server::store::run_migrations;
 use queen_testkit::TestDb;
+
+use crate::common::texts;
 use tokio_postgres::Client;
 
 /// The broker's own versioned migrations, embedded once more so a test can
@@ -258,19 +260,14 @@ async fn a_fresh_install_and_an_upgrade_from_the_oldest_landed_schema_end_identi
 
     assert_same_catalog(&catalog(&fresh_client).await, &catalog(&old_client).await);
 
-    let popped: Vec<String> = old_client
-        .query(
-            "SELECT m.transaction_id FROM queen.queues q,
-                    queen.pop_queue(q.id, q.name, 'g', 10, 1, gen_random_uuid(), 60, false, 0, 0,
-                                    'all', NULL, 'test', '{}', true, true) m
-             WHERE q.name = 'kept'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let popped: Vec<String> = texts(
+        &old_client,
+        "SELECT m.transaction_id FROM queen.queues q,
+                queen.pop_queue(q.id, q.name, 'g', 10, 1, gen_random_uuid(), 60, false, 0, 0,
+                                'all', NULL, 'test', '{}', true, true) m
+         WHERE q.name = 'kept'",
+    )
+    .await;
     assert_eq!(popped, vec!["before-upgrade".to_owned()]);
 
     // once up to date, running again changes nothing
@@ -443,16 +440,11 @@ async fn analyze_keeps_no_statistics_of_the_message_arrays() {
         .batch_execute("ANALYZE queen.segments")
         .await
         .unwrap();
-    let analyzed: BTreeSet<String> = client
-        .query(
-            "SELECT attname::text FROM pg_stats WHERE schemaname = 'queen' AND tablename = 'segments'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    let analyzed: BTreeSet<String> = texts(
+        &client,
+        "SELECT attname::text FROM pg_stats WHERE schemaname = 'queen' AND tablename = 'segments'",
+    )
+    .await;
     let want: BTreeSet<String> = [
         "partition_id",
         "last_offset",
