@@ -2,8 +2,10 @@
 //!
 //! CPU times come from `/proc/<pid>/stat` (utime + stime, in clock ticks),
 //! memory from `/proc/<pid>/status` (`VmRSS`, `VmHWM`). PostgreSQL's CPU is the
-//! sum over every live process whose `comm` is `postgres` (backends of other
-//! databases included: the figure is for the whole server).
+//! sum over the `postgres` processes that work for the measured database, plus
+//! what its children that exited meanwhile spent (the postmaster's cutime +
+//! cstime): a broker that closes and reopens connections leaves no process
+//! behind for the work its closed ones did.
 
 use std::collections::HashMap;
 use std::fs;
@@ -40,6 +42,16 @@ pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
     let utime: u64 = fields.nth(11)?.parse().ok()?;
     let stime: u64 = fields.next()?.parse().ok()?;
     Some(utime + stime)
+}
+
+/// cutime + cstime (fields 16 and 17): what the process's children that
+/// exited and were waited for spent, in ticks.
+pub fn parse_stat_children_ticks(stat: &str) -> Option<u64> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace();
+    let cutime: u64 = fields.nth(13)?.parse().ok()?;
+    let cstime: u64 = fields.next()?.parse().ok()?;
+    Some(cutime + cstime)
 }
 
 /// Resident set size and its high-water mark in bytes.
@@ -115,14 +127,18 @@ pub fn postgres_ticks(db: Option<&str>) -> HashMap<u32, u64> {
         if !is_pg {
             continue;
         }
-        if let Some(db) = db {
-            let title = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            if !serves(&String::from_utf8_lossy(&title), db) {
-                continue;
-            }
+        let title = fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if db.is_some_and(|db| !serves(&String::from_utf8_lossy(&title), db)) {
+            continue;
         }
-        if let Some(t) = parse_stat_cpu_ticks(&stat) {
-            out.insert(pid, t);
+        // the postmaster's title is its command line; its children's are "postgres: ..."
+        let children = if title.starts_with(b"postgres:") {
+            Some(0)
+        } else {
+            parse_stat_children_ticks(&stat)
+        };
+        if let Some(t) = parse_stat_cpu_ticks(&stat).zip(children) {
+            out.insert(pid, t.0 + t.1);
         }
     }
     out
@@ -144,15 +160,22 @@ pub fn serves(title: &str, db: &str) -> bool {
     }
 }
 
-/// CPU seconds PostgreSQL spent between two [`postgres_ticks`] snapshots.
-/// Processes that exited in between are lost (the broker keeps its pool open,
-/// so that is the noise of short-lived connections only).
+/// CPU seconds PostgreSQL spent between two [`postgres_ticks`] snapshots. A
+/// process that exited in between is in the postmaster's children's time with
+/// its whole life, so what it had spent by the first snapshot comes off. (The
+/// short-lived backends of other databases that exited count too: on a shared
+/// server, a few milliseconds each.)
 pub fn postgres_cpu_between(before: &HashMap<u32, u64>, after: &HashMap<u32, u64>) -> f64 {
-    let ticks: u64 = after
+    let grown: u64 = after
         .iter()
         .map(|(pid, t)| t.saturating_sub(before.get(pid).copied().unwrap_or(0)))
         .sum();
-    ticks as f64 / clk_tck()
+    let gone: u64 = before
+        .iter()
+        .filter(|(pid, _)| !after.contains_key(pid))
+        .map(|(_, t)| *t)
+        .sum();
+    grown.saturating_sub(gone) as f64 / clk_tck()
 }
 
 /// Whole-machine CPU from the first line of `/proc/stat`: (busy, total) ticks.
@@ -185,6 +208,19 @@ mod tests {
         let line = "1234 (a b) c) S 1 1 1 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 8 0 1 1 1";
         assert_eq!(parse_stat_cpu_ticks(line), Some(300));
         assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+        // cutime 7, cstime 3
+        let line = "1234 (a b) c) S 1 1 1 0 -1 4194560 100 0 0 0 250 50 7 3 20 0 8 0 1 1 1";
+        assert_eq!(parse_stat_children_ticks(line), Some(10));
+    }
+
+    #[test]
+    fn an_exited_backend_counts_once_through_the_postmaster() {
+        // postmaster 1 (own 5 + children 100), backends 2 and 3 live
+        let before = HashMap::from([(1, 105), (2, 40), (3, 10)]);
+        // backend 2 exited at 70 ticks in all: the postmaster's children grew by 70
+        let after = HashMap::from([(1, 175), (3, 30)]);
+        // 2 spent 30 in between, 3 spent 20, the postmaster nothing of its own
+        assert_eq!(postgres_cpu_between(&before, &after) * clk_tck(), 50.0);
     }
 
     #[test]
