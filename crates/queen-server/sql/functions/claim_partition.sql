@@ -81,8 +81,12 @@ BEGIN
                     queen.subscription_start(p_group, p_queue_name, p_partition_name,
                                              p_sub_scope, p_sub_mode, p_sub_from)))
         ON CONFLICT DO NOTHING;
+        -- a row another pop made meanwhile may be leased already: not locked
+        -- either (a walk holds its locks to its end, and the lease's ack
+        -- would wait for them)
         SELECT * INTO c FROM queen.log_consumers lc
         WHERE lc.partition_id = p_partition_id AND lc.consumer_group = p_group
+          AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
         FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
             RETURN;

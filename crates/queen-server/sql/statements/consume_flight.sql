@@ -23,7 +23,10 @@
 -- whose cursor row for group $2 has no live lease and messages past the cursor
 -- are picked, least recently consumed first, and their rows locked (a row
 -- another pop is claiming right now is skipped, a row leased meanwhile fails
--- the recheck after the lock); those the group has no cursor row on yet and
+-- the recheck after the lock; "no live lease" is written as one expression
+-- with no statistics, since statistics taken while every row was leased made
+-- the planner scan the whole cursor table once per hinted partition); those
+-- the group has no cursor row on yet and
 -- that hold messages past where its subscription starts (first contact:
 -- queen.subscription_start of queue $14, mode $15, from $16, and
 -- queen.offset_before, as queen.claim_partition does, for the first twice as
@@ -100,7 +103,7 @@ WITH acked AS (
            least(hd.next_offset - 1, greatest(lc.committed_offset + 1, hd.low_offset) + $3::integer - 1) AS e
     FROM hinted hd
     JOIN queen.log_consumers lc ON lc.partition_id = hd.id AND lc.consumer_group = $2::text
-    WHERE (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
+    WHERE coalesce(lc.lease_expires_at, '-infinity') <= now()
       AND hd.next_offset > greatest(lc.committed_offset + 1, hd.low_offset)
     ORDER BY lc.last_consumed_at NULLS FIRST, hd.hint_at
     LIMIT cardinality($4::uuid[])
