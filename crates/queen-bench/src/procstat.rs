@@ -32,26 +32,26 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     parse_stat_cpu_ticks(&stat).map(|t| t as f64 / clk_tck())
 }
 
-/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line. The command
-/// name (field 2) may contain spaces and parentheses, so fields are counted
-/// after the last `)`.
+/// utime + stime (fields 14 and 15) of a `/proc/<pid>/stat` line.
 pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let mut fields = rest.split_whitespace();
-    // rest starts at field 3 (state); utime is field 14 -> index 11.
-    let utime: u64 = fields.nth(11)?.parse().ok()?;
-    let stime: u64 = fields.next()?.parse().ok()?;
-    Some(utime + stime)
+    stat_field_pair(stat, 14)
 }
 
 /// cutime + cstime (fields 16 and 17): what the process's children that
 /// exited and were waited for spent, in ticks.
 pub fn parse_stat_children_ticks(stat: &str) -> Option<u64> {
+    stat_field_pair(stat, 16)
+}
+
+/// The sum of fields `first` and `first + 1` (numbered from 1, as in
+/// proc(5)). The command name (field 2) may contain spaces and parentheses,
+/// so fields are counted after the last `)`, where field 3 begins.
+fn stat_field_pair(stat: &str, first: usize) -> Option<u64> {
     let rest = &stat[stat.rfind(')')? + 1..];
     let mut fields = rest.split_whitespace();
-    let cutime: u64 = fields.nth(13)?.parse().ok()?;
-    let cstime: u64 = fields.next()?.parse().ok()?;
-    Some(cutime + cstime)
+    let a: u64 = fields.nth(first - 3)?.parse().ok()?;
+    let b: u64 = fields.next()?.parse().ok()?;
+    Some(a + b)
 }
 
 /// Resident set size and its high-water mark in bytes.
