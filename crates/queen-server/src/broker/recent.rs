@@ -39,8 +39,11 @@ const HINTS_PER_POP: usize = 32;
 /// Each group's pops go straight to the walk once per this interval.
 const FLOOR_INTERVAL: Duration = Duration::from_millis(500);
 /// Partitions one lookup of a queue's partitions with work adds to its list:
-/// an eighth of `PER_QUEUE`, enough for 16 consumers for a while.
-pub const DISCOVER_LIMIT: usize = 512;
+/// half of `PER_QUEUE`. With 512, a backlog of one-batch partitions ran out of
+/// listed ones every 1.5 s and its pops walked until the next lookup
+/// (docs/benchmarks.md, "Other workload shapes"); the lookup reads about
+/// 9 µs of database time per partition it returns.
+pub const DISCOVER_LIMIT: usize = 2_048;
 
 /// Recently written partitions of each queue; see the module docs.
 #[derive(Debug, Default)]
