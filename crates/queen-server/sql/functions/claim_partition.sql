@@ -93,10 +93,6 @@ BEGIN
         END IF;
     END IF;
 
-    IF c.lease_expires_at IS NOT NULL AND c.lease_expires_at > now() THEN
-        RETURN;   -- one leased batch per (partition, group)
-    END IF;
-
     SELECT pt.next_offset, pt.low_offset, pt.last_created_at INTO v_next, v_low, v_lastc
     FROM queen.partitions pt WHERE pt.id = p_partition_id;
     v_start := greatest(c.committed_offset + 1, v_low);

@@ -173,18 +173,15 @@ impl RecentPartitions {
             return Learned::default();
         }
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let unlisted = walked.iter().flatten().any(|p| {
-            inner
-                .queues
-                .get(queue)
-                .is_none_or(|list| !list.written.contains_key(*p))
-        });
-        if let Some(list) = inner.queues.get_mut(queue) {
-            if let Some(walked) = &walked {
-                list.walked(group, walked);
+        let unlisted = match inner.queues.get_mut(queue) {
+            Some(list) => {
+                let unlisted = walked.as_ref().is_some_and(|w| list.walked(group, w));
+                list.mark_drained(group, &claim.drained_hints, hints.as_of);
+                unlisted
             }
-            list.mark_drained(group, &claim.drained_hints, hints.as_of);
-        }
+            // no list yet: whatever the walk found is unlisted
+            None => walked.iter().flatten().next().is_some(),
+        };
         // Where a walk found work is a candidate from now on, as if written:
         // after a restart (nothing recorded yet) or with writes this replica
         // never heard of, the following pops try it first instead of walking.
@@ -338,22 +335,23 @@ impl QueueList {
     /// the race for the new messages. Work in a partition the group had found
     /// drained means its cursors moved back (a seek or a group deletion,
     /// possibly through another replica): the group's view starts over.
-    fn walked(&mut self, group: &str, walked: &[&str]) {
+    /// Returns whether the walk found work the list does not know.
+    fn walked(&mut self, group: &str, walked: &[&str]) -> bool {
+        let unlisted = walked.iter().any(|p| !self.written.contains_key(*p));
         let Some(view) = self.groups.get_mut(group) else {
-            return;
+            return unlisted;
         };
-        let mut unlisted = false;
-        for p in walked {
-            match self.written.get(*p) {
-                None => unlisted = true,
-                Some(&seq) if view.drained(p, seq) => {
-                    self.groups.remove(group);
-                    return;
-                }
-                Some(_) => {}
-            }
+        let moved_back = walked.iter().any(|p| {
+            self.written
+                .get(*p)
+                .is_some_and(|&seq| view.drained(p, seq))
+        });
+        if moved_back {
+            self.groups.remove(group);
+        } else {
+            view.walk_found = unlisted;
         }
-        view.walk_found = unlisted;
+        unlisted
     }
 
     fn hints(&mut self, group: &str, now: Instant) -> Hints {

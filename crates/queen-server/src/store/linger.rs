@@ -89,7 +89,7 @@ impl Linger {
     /// it leaves now. A wait that ran out counts against waiting next time.
     pub(super) fn hold(&mut self, now: Instant) -> Option<Instant> {
         let l = self.landed?;
-        if !self.fast || self.arrived >= l.answered || l.flew > MAX_HOLD {
+        if !self.fast || self.arrived >= l.answered || self.work_bound() {
             return None;
         }
         let until = l.at + l.flew;
