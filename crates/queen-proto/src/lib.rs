@@ -5,8 +5,9 @@
 //! whose field names and casing the official clients depend on (see
 //! `shared/spec/http-api.md`): [`responses`] for push, pop, ack and lease,
 //! [`admin`] for the routes on messages and groups, [`status`] for the routes
-//! that report state. The mesh frame and spool record codecs live here too, and the
-//! strict mesh handshake ([`mesh_auth`]) as a pure state machine.
+//! that report state. The mesh frame and spool record codecs live here too, the
+//! binary push and transaction bodies of the 2.6 clients ([`push_binary`]),
+//! and the strict mesh handshake ([`mesh_auth`]) as a pure state machine.
 
 pub mod admin;
 pub mod analytics;
@@ -16,6 +17,7 @@ pub mod migration;
 pub mod names;
 pub mod options;
 pub mod payload;
+pub mod push_binary;
 pub mod responses;
 pub mod spool;
 pub mod status;
