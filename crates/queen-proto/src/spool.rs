@@ -12,9 +12,11 @@
 //!
 //! ```text
 //! u8      version (1)
-//! u8      flags: bit 0 = traceId present, bit 1 = producerSub present
+//! u8      flags: bit 0 = traceId present, bit 1 = producerSub present,
+//!         bit 2 = messageId present
 //! i64     spooled-at time, milliseconds since the Unix epoch
 //! [16]    traceId, when flagged
+//! [16]    messageId, when flagged (the client minted it: binary push frames)
 //! str     queue, partition, transactionId, producerSub (when flagged), payload
 //! ```
 //!
@@ -34,6 +36,7 @@ pub const MAX_BODY_LEN: usize = 64 * 1024 * 1024;
 const VERSION: u8 = 1;
 const FLAG_TRACE: u8 = 0b01;
 const FLAG_PRODUCER_SUB: u8 = 0b10;
+const FLAG_MESSAGE_ID: u8 = 0b100;
 /// version + flags + spooled-at.
 const FIXED_LEN: usize = 1 + 1 + 8;
 
@@ -46,6 +49,9 @@ pub struct Record {
     /// deduplicates exactly.
     pub transaction_id: String,
     pub trace_id: Option<Uuid>,
+    /// The message id the client minted (frames of the binary push); `None`:
+    /// the broker mints one when the record is replayed.
+    pub message_id: Option<Uuid>,
     /// JSON text of the payload, byte for byte as pushed.
     pub payload: String,
     pub producer_sub: Option<String>,
@@ -117,11 +123,17 @@ pub fn encode(record: &Record, out: &mut Vec<u8>) -> Result<usize, RecordError> 
     if record.producer_sub.is_some() {
         flags |= FLAG_PRODUCER_SUB;
     }
+    if record.message_id.is_some() {
+        flags |= FLAG_MESSAGE_ID;
+    }
     out.push(VERSION);
     out.push(flags);
     out.extend_from_slice(&record.spooled_at_ms.to_be_bytes());
     if let Some(t) = record.trace_id {
         out.extend_from_slice(t.as_bytes());
+    }
+    if let Some(m) = record.message_id {
+        out.extend_from_slice(m.as_bytes());
     }
     put_str(out, &record.queue);
     put_str(out, &record.partition);
@@ -150,6 +162,7 @@ fn body_len(r: &Record) -> usize {
     ];
     FIXED_LEN
         + if r.trace_id.is_some() { 16 } else { 0 }
+        + if r.message_id.is_some() { 16 } else { 0 }
         + strings.iter().flatten().map(|s| 4 + s.len()).sum::<usize>()
 }
 
@@ -188,7 +201,7 @@ fn decode_body(body: &[u8]) -> Result<Record, RecordError> {
         return Err(RecordError::Malformed("unknown record version"));
     }
     let flags = fixed[1];
-    if flags & !(FLAG_TRACE | FLAG_PRODUCER_SUB) != 0 {
+    if flags & !(FLAG_TRACE | FLAG_PRODUCER_SUB | FLAG_MESSAGE_ID) != 0 {
         return Err(RecordError::Malformed("unknown flags"));
     }
     let mut at = [0u8; 8];
@@ -197,6 +210,12 @@ fn decode_body(body: &[u8]) -> Result<Record, RecordError> {
     let trace_id = if flags & FLAG_TRACE != 0 {
         let t = b.take(16, "traceId cut short")?;
         Some(Uuid::from_slice(t).map_err(|_| RecordError::Malformed("traceId"))?)
+    } else {
+        None
+    };
+    let message_id = if flags & FLAG_MESSAGE_ID != 0 {
+        let m = b.take(16, "messageId cut short")?;
+        Some(Uuid::from_slice(m).map_err(|_| RecordError::Malformed("messageId"))?)
     } else {
         None
     };
@@ -217,6 +236,7 @@ fn decode_body(body: &[u8]) -> Result<Record, RecordError> {
         partition,
         transaction_id,
         trace_id,
+        message_id,
         payload,
         producer_sub,
         spooled_at_ms,
@@ -234,6 +254,7 @@ mod tests {
             partition: "cust-42".into(),
             transaction_id: "0196a7c0-7b2e-7e11-9a3f-2b1c0d9e8f70".into(),
             trace_id: Some(Uuid::from_u128(7)),
+            message_id: None,
             payload: r#"{"orderId":1}"#.into(),
             producer_sub: None,
             spooled_at_ms: 1_750_000_000_000,
@@ -246,15 +267,17 @@ mod tests {
             ".{1,40}",
             ".{1,60}",
             proptest::option::of(any::<u128>()),
+            proptest::option::of(any::<u128>()),
             ".{0,200}",
             proptest::option::of(".{0,20}"),
             any::<i64>(),
         )
-            .prop_map(|(q, p, t, trace, payload, sub, at)| Record {
+            .prop_map(|(q, p, t, trace, id, payload, sub, at)| Record {
                 queue: q,
                 partition: p,
                 transaction_id: t,
                 trace_id: trace.map(Uuid::from_u128),
+                message_id: id.map(Uuid::from_u128),
                 payload,
                 producer_sub: sub,
                 spooled_at_ms: at,
@@ -268,6 +291,18 @@ mod tests {
         assert_eq!(n, buf.len());
         assert_eq!(n, encoded_len(&sample()));
         assert_eq!(decode(&buf).unwrap(), Some((sample(), n)));
+    }
+
+    #[test]
+    fn a_client_minted_message_id_round_trips() {
+        let with_id = Record {
+            message_id: Some(Uuid::from_u128(0x019b_76da_a87b_7102_8304_0506_0708_090a)),
+            ..sample()
+        };
+        let mut buf = Vec::new();
+        let n = encode(&with_id, &mut buf).unwrap();
+        assert_eq!(n, encoded_len(&sample()) + 16);
+        assert_eq!(decode(&buf).unwrap(), Some((with_id, n)));
     }
 
     #[test]
@@ -298,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_checksummed_but_malformed_body_is_refused() {
-        let body = [VERSION, 0b100, 0, 0, 0, 0, 0, 0, 0, 0];
+        let body = [VERSION, 0b1000, 0, 0, 0, 0, 0, 0, 0, 0];
         let mut buf = (body.len() as u32).to_be_bytes().to_vec();
         buf.extend_from_slice(&crc32fast::hash(&body).to_be_bytes());
         buf.extend_from_slice(&body);

@@ -87,6 +87,7 @@ async fn bench_append(a: &Args) -> anyhow::Result<()> {
                         partition: format!("p{}", w % 16),
                         transaction_id: format!("{w}-{n}-{i}"),
                         trace_id: None,
+                        message_id: None,
                         payload: body.clone(),
                         producer_sub: None,
                         spooled_at_ms: 0,

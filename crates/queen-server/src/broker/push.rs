@@ -23,6 +23,9 @@ pub struct PushItem {
     pub transaction_id: Option<String>,
     pub trace_id: Option<Uuid>,
     pub producer_sub: Option<String>,
+    /// The id the client minted (frames of the binary push), stored as the
+    /// message id; `None`: the broker mints one.
+    pub message_id: Option<Uuid>,
 }
 
 /// What happened to one push item.
@@ -113,6 +116,7 @@ impl Broker {
                 partition: i.partition.as_str().to_owned(),
                 transaction_id: i.transaction_id.clone().unwrap_or_default(),
                 trace_id: i.trace_id,
+                message_id: i.message_id,
                 payload: i.payload.clone(),
                 producer_sub: i.producer_sub.clone(),
                 spooled_at_ms: now,
@@ -186,7 +190,7 @@ impl Broker {
             unique.push(NewMessage {
                 queue_id,
                 partition: item.partition.as_str().to_owned(),
-                message_id: Uuid::now_v7(),
+                message_id: item.message_id.unwrap_or_else(Uuid::now_v7),
                 transaction_id: transaction_ids[i].clone(),
                 trace_id: item.trace_id,
                 payload: self.seal(encrypt, &item.payload)?,

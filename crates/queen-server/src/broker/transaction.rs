@@ -58,7 +58,7 @@ impl Broker {
                         message: NewMessage {
                             queue_id: Uuid::nil(),
                             partition: item.partition.as_str().to_owned(),
-                            message_id: Uuid::now_v7(),
+                            message_id: item.message_id.unwrap_or_else(Uuid::now_v7),
                             transaction_id,
                             trace_id: item.trace_id,
                             payload: self.seal(encrypt, &item.payload)?,

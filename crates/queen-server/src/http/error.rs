@@ -2,6 +2,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use queen_proto::push_binary::BinaryError;
 use queen_proto::responses::ErrorBody;
 
 use crate::broker::BrokerError;
@@ -98,6 +99,21 @@ impl From<BrokerError> for ApiError {
                     message: "Internal error".into(),
                 }
             }
+        }
+    }
+}
+
+impl From<BinaryError> for ApiError {
+    /// A binary push or transaction body that does not decode: 400 naming the
+    /// place, 413 for more items than one request may carry (as for JSON).
+    fn from(e: BinaryError) -> Self {
+        let status = match e {
+            BinaryError::TooManyItems(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        Self {
+            status,
+            message: e.to_string(),
         }
     }
 }

@@ -168,6 +168,7 @@ fn to_item(r: &Record) -> Result<PushItem, String> {
         payload: r.payload.clone(),
         transaction_id: Some(r.transaction_id.clone()),
         trace_id: r.trace_id,
+        message_id: r.message_id,
         producer_sub: r.producer_sub.clone(),
     })
 }
@@ -312,12 +313,14 @@ mod tests {
             partition: "p".into(),
             transaction_id: "t-1".into(),
             trace_id: None,
+            message_id: Some(uuid::Uuid::from_u128(9)),
             payload: "{}".into(),
             producer_sub: Some("svc".into()),
             spooled_at_ms: 0,
         };
         let item = to_item(&r).unwrap();
         assert_eq!(item.transaction_id.as_deref(), Some("t-1"));
+        assert_eq!(item.message_id, Some(uuid::Uuid::from_u128(9)));
         assert_eq!(item.producer_sub.as_deref(), Some("svc"));
         let bad = Record {
             queue: String::new(),

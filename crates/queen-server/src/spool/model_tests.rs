@@ -38,6 +38,7 @@ fn record(n: u64) -> Record {
         partition: format!("p{}", n % 2),
         transaction_id: format!("t-{n}"),
         trace_id: None,
+        message_id: None,
         payload: format!("{{\"n\":{n}}}"),
         producer_sub: n.is_multiple_of(4).then(|| "sub".to_owned()),
         spooled_at_ms: 1_700_000_000_000 + n as i64,

@@ -380,6 +380,7 @@ mod tests {
             partition: "p".into(),
             transaction_id: id.into(),
             trace_id: None,
+            message_id: None,
             payload: "1".into(),
             producer_sub: None,
             spooled_at_ms: 1,

@@ -30,6 +30,7 @@ mod outage;
 mod planner_stats;
 mod pop;
 mod push;
+mod push_binary;
 mod reads;
 mod schema;
 mod settings;

@@ -1,13 +1,17 @@
 //! `POST /api/v1/push`: a bare array of per-item results, status 201 (`queued`,
-//! `duplicate`, or `buffered` when the push went to the disk spool).
+//! `duplicate`, or `buffered` when the push went to the disk spool). The body
+//! is the JSON of http-api.md §3.2 or the binary `QPB1` body of the 2.6
+//! clients (`queen_proto::push_binary`), told apart by its magic; its items
+//! take the same path from `PushItem` on.
 
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Extension;
 use axum::Json;
 use queen_proto::names::DEFAULT_PARTITION;
+use queen_proto::push_binary::{self, Kind, Limits};
 use queen_proto::responses::PushResult;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -126,6 +130,7 @@ fn parse_item(
         transaction_id,
         trace_id,
         producer_sub: None,
+        message_id: None,
     })
 }
 
@@ -146,13 +151,56 @@ pub fn stamp_producer(items: &mut [PushItem], caller: Option<&Caller>) {
     }
 }
 
-pub async fn push(
-    State(app): State<AppState>,
-    caller: Option<Extension<Caller>>,
-    body: Body,
-) -> Result<Response, ApiError> {
-    let bytes = read_bytes(body, app.broker.config().max_body_bytes).await?;
-    let parsed: PushBody<'_> = serde_json::from_slice(&bytes).map_err(|e| {
+/// The binary body `bytes` announces by its magic, if any. A body sent as
+/// `application/x-queen-push` without a known magic is refused.
+pub(super) fn binary_kind(headers: &HeaderMap, bytes: &[u8]) -> Result<Option<Kind>, ApiError> {
+    match push_binary::kind(bytes) {
+        Some(kind) => Ok(Some(kind)),
+        None if headers.get(header::CONTENT_TYPE).is_some_and(|v| {
+            v.as_bytes()
+                .starts_with(push_binary::CONTENT_TYPE.as_bytes())
+        }) =>
+        {
+            Err(ApiError::bad_request(format!(
+                "a {} body must start with QPB1 (push) or QTB1 (transaction)",
+                push_binary::CONTENT_TYPE
+            )))
+        }
+        None => Ok(None),
+    }
+}
+
+/// What one binary body may cost: zstd output within the push body limit,
+/// payloads as deep as JSON ones, at most `max_items` items.
+pub(super) fn binary_limits(app: &AppState, max_items: usize) -> Limits {
+    Limits {
+        max_decoded_bytes: app.broker.config().max_body_bytes,
+        max_payload_depth: app.broker.config().limits.max_payload_depth,
+        max_items,
+    }
+}
+
+/// The decoded items of a binary body as push items: the same validated
+/// names, transaction ids and payloads a JSON item gives, plus the client's
+/// message id of the frames form.
+pub(super) fn binary_items(items: Vec<push_binary::Item>) -> Vec<PushItem> {
+    items
+        .into_iter()
+        .map(|i| PushItem {
+            queue: i.queue,
+            partition: i.partition,
+            payload: i.payload,
+            transaction_id: i.transaction_id,
+            trace_id: None,
+            producer_sub: None,
+            message_id: i.message_id,
+        })
+        .collect()
+}
+
+/// The items of a JSON push body.
+fn json_items(bytes: &[u8], max_payload_depth: usize) -> Result<Vec<PushItem>, ApiError> {
+    let parsed: PushBody<'_> = serde_json::from_slice(bytes).map_err(|e| {
         if e.is_data() {
             ApiError::bad_request("items array is required")
         } else {
@@ -162,8 +210,30 @@ pub async fn push(
     let items = parsed
         .items
         .ok_or_else(|| ApiError::bad_request("items array is required"))?;
+    parse_items(items, "null", max_payload_depth)
+}
+
+pub async fn push(
+    State(app): State<AppState>,
+    caller: Option<Extension<Caller>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let bytes = read_bytes(body, app.broker.config().max_body_bytes).await?;
     let limits = &app.broker.config().limits;
-    let mut items = parse_items(items, "null", limits.max_payload_depth)?;
+    let (mut items, counts) = match binary_kind(&headers, &bytes)? {
+        Some(Kind::Push) => {
+            let limits = binary_limits(&app, limits.max_push_items);
+            let body = push_binary::decode_push(&bytes, &limits)?;
+            (binary_items(body.items), body.counts)
+        }
+        Some(Kind::Transaction) => {
+            return Err(ApiError::bad_request(
+                "a QTB1 body is a transaction: POST it to /api/v1/transaction",
+            ))
+        }
+        None => (json_items(&bytes, limits.max_payload_depth)?, false),
+    };
     if items.len() > limits.max_push_items {
         return Err(too_many("items", items.len(), limits.max_push_items));
     }
@@ -174,6 +244,9 @@ pub async fn push(
         }
     }
     let outcomes = app.broker.push(items).await?;
+    if counts {
+        return Ok((StatusCode::CREATED, Json(push_counts(&outcomes))).into_response());
+    }
     let results: Vec<PushResult> = outcomes
         .into_iter()
         .enumerate()
@@ -218,4 +291,21 @@ pub async fn push(
         })
         .collect();
     Ok((StatusCode::CREATED, Json(results)).into_response())
+}
+
+/// The counts answer of a binary push with flag 2 (client-dataplane-2.6
+/// §3.3). An item in the disk spool counts as queued: it is durable and
+/// will be written. No item fails on its own here (a failure fails the
+/// request), so `error` is 0.
+fn push_counts(outcomes: &[PushOutcome]) -> serde_json::Value {
+    let duplicate = outcomes
+        .iter()
+        .filter(|o| matches!(o, PushOutcome::Duplicate { .. }))
+        .count();
+    serde_json::json!({
+        "count": outcomes.len(),
+        "queued": outcomes.len() - duplicate,
+        "duplicate": duplicate,
+        "error": 0,
+    })
 }

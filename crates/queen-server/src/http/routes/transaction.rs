@@ -1,18 +1,22 @@
 //! `POST /api/v1/transaction`: acks and pushes, all applied or none; with
-//! `kv` or `timers` riders see `transaction_riders.rs`.
+//! `kv` or `timers` riders see `transaction_riders.rs`. The body is JSON or
+//! the binary `QTB1` body of the 2.6 clients: its head is the JSON body
+//! without the pushes, which come as frames after it.
 
 use axum::body::Body;
 use axum::extract::State;
+use axum::http::HeaderMap;
 use axum::Json;
 use queen_proto::admin::{TransactionEntry, TransactionResponse};
+use queen_proto::push_binary::{self, Kind};
 use serde_json::value::RawValue;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::ack::parse_ack_item;
 use super::consumer_group;
-use super::push::parse_items;
+use super::push::{binary_items, binary_kind, binary_limits, parse_items};
 use crate::app::AppState;
-use crate::broker::TxOp;
+use crate::broker::{PushItem, TxOp};
 use crate::http::body::{opt_str, parse_object, read_bytes};
 use crate::http::error::ApiError;
 use crate::store::{AckStatus, TxOutcome};
@@ -20,17 +24,55 @@ use crate::store::{AckStatus, TxOutcome};
 pub async fn transaction(
     State(app): State<AppState>,
     caller: Option<axum::Extension<crate::http::auth::Caller>>,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<axum::response::Response, ApiError> {
-    let map = parse_object(&read_bytes(body, app.broker.config().max_body_bytes).await?)?;
-    let riders = match super::transaction_riders::parse(&map, caller.as_ref().map(|e| &e.0)) {
+    let bytes = read_bytes(body, app.broker.config().max_body_bytes).await?;
+    let caller = caller.as_ref().map(|e| &e.0);
+    match binary_kind(&headers, &bytes)? {
+        None => run(&app, caller, &parse_object(&bytes)?, None).await,
+        Some(Kind::Transaction) => {
+            let max = app.broker.config().limits.max_transaction_operations;
+            let body = push_binary::decode_transaction(&bytes, &binary_limits(&app, max))?;
+            if body.counts {
+                return Err(ApiError::bad_request(
+                    "binary body: flags 0x02 (counts) is not supported on a transaction; send 0x00",
+                ));
+            }
+            let head = parse_object(body.head.as_bytes()).map_err(|mut e| {
+                e.message = format!("binary body: head: {}", e.message);
+                e
+            })?;
+            let mut pushes = binary_items(body.items);
+            super::push::stamp_producer(&mut pushes, caller);
+            run(&app, caller, &head, Some(pushes)).await
+        }
+        Some(Kind::Push) => Err(ApiError::bad_request(
+            "a QPB1 body is a push: POST it to /api/v1/push",
+        )),
+    }
+}
+
+/// Runs a transaction body: the JSON one, or the head of a binary one with
+/// its `pushes`, which follow the head's operations (client-dataplane-2.6
+/// §4.3: the head's operations, then one result per pushed message in wire
+/// order, then the riders). A binary head may leave `operations` out or empty.
+async fn run(
+    app: &AppState,
+    caller: Option<&crate::http::auth::Caller>,
+    map: &Map<String, Value>,
+    pushes: Option<Vec<PushItem>>,
+) -> Result<axum::response::Response, ApiError> {
+    let riders = match super::transaction_riders::parse(map, caller) {
         Ok(r) => r,
         Err(coded) => return Ok(axum::response::IntoResponse::into_response(coded)),
     };
-    let Some(Value::Array(operations)) = map.get("operations") else {
-        return Err(ApiError::bad_request("operations array required"));
+    let operations: &[Value] = match (map.get("operations"), &pushes) {
+        (Some(Value::Array(operations)), _) => operations,
+        (None, Some(_)) => &[],
+        _ => return Err(ApiError::bad_request("operations array required")),
     };
-    if operations.is_empty() && riders.is_none() {
+    if operations.is_empty() && pushes.is_none() && riders.is_none() {
         return Err(ApiError::bad_request("operations array cannot be empty"));
     }
     let limits = &app.broker.config().limits;
@@ -45,7 +87,7 @@ pub async fn transaction(
                 let raw = RawValue::from_string(items.to_string())
                     .map_err(|e| ApiError::bad_request(format!("Invalid JSON: {e}")))?;
                 let mut items = parse_items(&raw, "{}", limits.max_payload_depth)?;
-                super::push::stamp_producer(&mut items, caller.as_ref().map(|e| &e.0));
+                super::push::stamp_producer(&mut items, caller);
                 ops.extend(items.into_iter().map(TxOp::Push));
             }
             Some("ack") => {
@@ -78,6 +120,7 @@ pub async fn transaction(
             None => return Err(ApiError::bad_request("Unknown operation type: none")),
         }
     }
+    ops.extend(pushes.into_iter().flatten().map(TxOp::Push));
     if ops.len() > limits.max_transaction_operations {
         return Err(super::push::too_many(
             "transaction operations",
@@ -86,7 +129,7 @@ pub async fn transaction(
         ));
     }
     if let Some((kv, timers)) = riders {
-        return super::transaction_riders::run(&app, ops, kv, timers).await;
+        return super::transaction_riders::run(app, ops, kv, timers).await;
     }
     let result = app.broker.transaction(ops).await?;
     let body = render(&result);

@@ -184,6 +184,7 @@ fn record(queue: &str, partition: &str, id: &str, payload: &str) -> Record {
         partition: partition.into(),
         transaction_id: id.into(),
         trace_id: None,
+        message_id: None,
         payload: payload.into(),
         producer_sub: None,
         spooled_at_ms: 0,
