@@ -107,10 +107,14 @@ setup_venv() {
     rm -rf "$venv"
     "$PY" -m venv "$venv" || die "cannot create virtualenv $venv"
   fi
-  say "installing queen-mq==$v and $PYTEST_PIN into $venv"
+  # 2.x with its zstd extra (the `zstandard` package): push_compression and
+  # framed_pop need it (test_binary_push.py); 1.x has no such extra
+  local spec="queen-mq==$v"
+  [[ "$v" == 1.* ]] || spec="queen-mq[zstd]==$v"
+  say "installing $spec and $PYTEST_PIN into $venv"
   if ! "$venv/bin/python" -m pip install --disable-pip-version-check --quiet \
-        --retries 2 --timeout 30 "queen-mq==$v" "$PYTEST_PIN"; then
-    die "pip could not install queen-mq==$v / $PYTEST_PIN (is PyPI reachable?). Refusing to skip."
+        --retries 2 --timeout 30 "$spec" "$PYTEST_PIN"; then
+    die "pip could not install $spec / $PYTEST_PIN (is PyPI reachable?). Refusing to skip."
   fi
   local got
   got="$("$venv/bin/python" -c 'import importlib.metadata as m; print(m.version("queen-mq"))')" \
