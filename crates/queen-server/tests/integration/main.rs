@@ -24,6 +24,7 @@ mod hostile;
 mod kv;
 mod lease;
 mod long_poll;
+mod hostile_names;
 mod mesh_security;
 mod migration;
 mod outage;
