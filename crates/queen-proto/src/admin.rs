@@ -323,6 +323,8 @@ pub struct ConsumerGroupSummary {
     pub subscription_mode: Option<String>,
     pub subscription_timestamp: Option<String>,
     pub subscription_created_at: Option<String>,
+    /// The group's stored last-value policy on this queue.
+    pub conflation: bool,
 }
 
 /// One lagging cursor of `GET /api/v1/consumer-groups/lagging` (snake_case).
@@ -357,6 +359,8 @@ pub struct GroupPartition {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct GroupQueue {
     pub partitions: Vec<GroupPartition>,
+    /// The group's stored last-value policy on this queue.
+    pub conflation: bool,
 }
 
 /// `GET /api/v1/consumer-groups/:group`: the group's cursors keyed by queue.

@@ -85,6 +85,87 @@ pub struct PopResponse<'a> {
     pub consumer_group: &'a str,
     pub partitions_claimed: usize,
     pub messages: Vec<PoppedMessage<'a>>,
+    /// How the pop was served, last (each key only when set).
+    #[serde(flatten)]
+    pub echo: PopEcho,
+}
+
+/// What a pop answer says about how it was served, for the 2.6.0 client:
+/// the conflation echo and the autopilot decision. Each key is written only
+/// when set, after every other key of the answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PopEcho {
+    /// `"conflation": true`: the consumer group conflates (last-value delivery).
+    #[serde(skip_serializing_if = "is_false")]
+    pub conflation: bool,
+    /// `"conflationConflict": true`: the pop asked for conflation and the
+    /// group's stored policy is the opposite.
+    #[serde(skip_serializing_if = "is_false")]
+    pub conflation_conflict: bool,
+    /// `"autopilot": {...}`: the sizing the broker chose for a pop that
+    /// left it the knobs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub autopilot: Option<AutopilotEcho>,
+}
+
+/// The `autopilot` object of a pop answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AutopilotEcho {
+    /// Sweep width used for this pop.
+    pub partitions: u32,
+    /// Message budget used for this pop.
+    pub batch: u32,
+    /// Advice: milliseconds to wait before polling again after an empty
+    /// non-waiting pop; not written when 0.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub wait_ms: u64,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl PopEcho {
+    /// Whether the answer has nothing to say about how it was served (an
+    /// empty pop may then be a bodiless 204).
+    pub fn is_empty(&self) -> bool {
+        !self.conflation && !self.conflation_conflict && self.autopilot.is_none()
+    }
+
+    /// Appends the set keys, each preceded by a comma.
+    pub fn write_keys(&self, out: &mut Vec<u8>) {
+        if self.conflation {
+            out.extend_from_slice(b",\"conflation\":true");
+        }
+        if self.conflation_conflict {
+            out.extend_from_slice(b",\"conflationConflict\":true");
+        }
+        if let Some(a) = self.autopilot {
+            out.extend_from_slice(b",\"autopilot\":{\"partitions\":");
+            push_usize(out, a.partitions as usize);
+            out.extend_from_slice(b",\"batch\":");
+            push_usize(out, a.batch as usize);
+            if a.wait_ms > 0 {
+                out.extend_from_slice(b",\"waitMs\":");
+                push_usize(out, usize::try_from(a.wait_ms).unwrap_or(usize::MAX));
+            }
+            out.push(b'}');
+        }
+    }
+
+    /// The body of a pop that found nothing but must say how it was served:
+    /// `{"success":true,"messages":[],...}`.
+    pub fn write_empty(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"success\":true,\"messages\":[]");
+        self.write_keys(out);
+        out.push(b'}');
+    }
 }
 
 /// One element of the array `/ack` and `/ack/batch` answer with, borrowing
@@ -128,7 +209,9 @@ impl PopResponse<'_> {
             }
             m.write_json(out);
         }
-        out.extend_from_slice(b"]}");
+        out.push(b']');
+        self.echo.write_keys(out);
+        out.push(b'}');
     }
 }
 
@@ -273,6 +356,8 @@ mod tests {
             payload in prop_oneof![Just("null"), Just("{\"a\":[1,\"x\"]}"), Just("\"s\\u0000\"")],
             claimed in any::<usize>(),
             success in any::<bool>(),
+            echo in (any::<bool>(), any::<bool>(),
+                     prop::option::of((any::<u32>(), any::<u32>(), prop_oneof![Just(0u64), any::<u64>()]))),
         ) {
             let data: &RawValue = serde_json::from_str(payload).unwrap();
             let messages: Vec<PoppedMessage<'_>> = ids
@@ -300,6 +385,15 @@ mod tests {
                 consumer_group: &strings[9],
                 partitions_claimed: claimed,
                 messages,
+                echo: PopEcho {
+                    conflation: echo.0,
+                    conflation_conflict: echo.1,
+                    autopilot: echo.2.map(|(partitions, batch, wait_ms)| AutopilotEcho {
+                        partitions,
+                        batch,
+                        wait_ms,
+                    }),
+                },
             };
             let mut written = Vec::new();
             answer.write_json(&mut written);

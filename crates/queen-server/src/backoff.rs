@@ -87,6 +87,12 @@ mod tests {
             wait_backoff_threshold: 3,
             wait_backoff_multiplier: 2.0,
             wait_max_interval: Duration::from_millis(1000),
+            autopilot: crate::config::AutopilotConfig {
+                mode: crate::config::AutopilotMode::On,
+                batch: 100,
+                max_batch: 1000,
+                drain: Duration::from_millis(200),
+            },
         };
         let mut b = Backoff::for_long_poll(&c);
         assert_eq!(

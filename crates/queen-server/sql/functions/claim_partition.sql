@@ -16,6 +16,12 @@
 -- rather than wait for it.
 -- The locking read leaves a cursor row under a live lease unlocked (locking
 -- writes the tuple), and skips a row another pop is claiming right now.
+-- With p_conflate (a consumer group with last-value delivery, conflation)
+-- the one message returned is the newest visible one: the newest offset
+-- past the cursor that is outside the queue's delay (a suffix of the
+-- partition) and not deleted one by one. The lease still covers everything
+-- from the cursor up to it, so the ack of that message commits all of it,
+-- and nothing behind it is delivered to the group afterwards.
 -- Called by: `Store::claim` for pops of one partition, and queen.pop_queue
 -- for every candidate of a wildcard pop.
 
@@ -34,7 +40,8 @@ CREATE OR REPLACE FUNCTION queen.claim_partition(
     p_sub_scope      text,
     p_sub_mode       text,
     p_sub_from       text,
-    p_holder         text
+    p_holder         text,
+    p_conflate       boolean DEFAULT false
 ) RETURNS TABLE (msg_offset bigint, message_id uuid, transaction_id text, trace_id uuid,
                  payload text, producer_sub text, created_at timestamptz, lease_id uuid)
 LANGUAGE plpgsql
@@ -49,6 +56,7 @@ DECLARE
     v_low     bigint;
     v_lastc   timestamptz;
     v_start   bigint;
+    v_from    bigint;      -- first delivered offset
     v_end     bigint;
     v_stop    bigint;      -- last offset of the deliverable run
     v_hi      bigint;      -- last_offset of the run's last segment
@@ -104,25 +112,59 @@ BEGIN
         END IF;
         RETURN;
     END IF;
-    v_end := least(v_next - 1, v_start + p_batch - 1);
+    IF p_conflate THEN
+        -- the newest visible message; the delay hides a suffix, since
+        -- created_at never moves backwards within a partition
+        v_stop := NULL;
+        FOR s IN
+            SELECT sg.first_offset, sg.last_offset, sg.deleted_offsets
+            FROM queen.segments sg
+            WHERE sg.partition_id = p_partition_id AND sg.last_offset >= v_start
+              AND (p_delay_seconds <= 0
+                   OR sg.created_at <= now() - make_interval(secs => p_delay_seconds))
+            ORDER BY sg.last_offset DESC
+        LOOP
+            v_last := s.last_offset;
+            WHILE v_last >= greatest(s.first_offset, v_start)
+                  AND v_last = ANY (coalesce(s.deleted_offsets, '{}')) LOOP
+                v_last := v_last - 1;
+            END LOOP;
+            IF v_last >= greatest(s.first_offset, v_start) THEN
+                v_stop := v_last;
+                v_hi := s.last_offset;
+                EXIT;
+            END IF;
+        END LOOP;
+        IF v_stop IS NULL THEN
+            IF c.lease_expires_at IS NOT NULL THEN
+                UPDATE queen.log_consumers SET lease_expires_at = NULL
+                WHERE partition_id = p_partition_id AND consumer_group = p_group;
+            END IF;
+            RETURN;
+        END IF;
+        v_from := v_stop;
+    ELSE
+        v_end := least(v_next - 1, v_start + p_batch - 1);
 
-    -- the run of consecutive offsets from v_start: a hole or a segment still
-    -- inside the queue's delay ends it (nothing after it is delivered either)
-    v_stop := v_start - 1;
-    FOR s IN
-        SELECT sg.first_offset, sg.last_offset, sg.created_at, sg.deleted_offsets
-        FROM queen.segments sg
-        WHERE sg.partition_id = p_partition_id AND sg.last_offset >= v_start
-        ORDER BY sg.last_offset
-        LIMIT (v_end - v_start + 1)
-    LOOP
-        EXIT WHEN s.first_offset > v_stop + 1
-               OR (p_delay_seconds > 0 AND s.created_at > now() - make_interval(secs => p_delay_seconds));
-        v_stop := least(s.last_offset, v_end);
-        v_hi := s.last_offset;
-        v_deleted := v_deleted || coalesce(s.deleted_offsets, '{}');
-        EXIT WHEN v_stop = v_end;
-    END LOOP;
+        -- the run of consecutive offsets from v_start: a hole or a segment still
+        -- inside the queue's delay ends it (nothing after it is delivered either)
+        v_stop := v_start - 1;
+        FOR s IN
+            SELECT sg.first_offset, sg.last_offset, sg.created_at, sg.deleted_offsets
+            FROM queen.segments sg
+            WHERE sg.partition_id = p_partition_id AND sg.last_offset >= v_start
+            ORDER BY sg.last_offset
+            LIMIT (v_end - v_start + 1)
+        LOOP
+            EXIT WHEN s.first_offset > v_stop + 1
+                   OR (p_delay_seconds > 0 AND s.created_at > now() - make_interval(secs => p_delay_seconds));
+            v_stop := least(s.last_offset, v_end);
+            v_hi := s.last_offset;
+            v_deleted := v_deleted || coalesce(s.deleted_offsets, '{}');
+            EXIT WHEN v_stop = v_end;
+        END LOOP;
+        v_from := v_start;
+    END IF;
 
     v_lease := CASE WHEN p_lease_shared THEN p_lease_id ELSE queen.lease_mint(c.cursor_key, p_lease_id) END;
     IF v_stop >= v_start THEN
@@ -133,8 +175,8 @@ BEGIN
                                       coalesce(sg.producer_subs,
                                                array_fill(NULL::text, ARRAY[cardinality(sg.message_ids)])))
                        WITH ORDINALITY AS u(mid, txn, tr, pl, ps, n)
-            WHERE sg.partition_id = p_partition_id AND sg.last_offset BETWEEN v_start AND v_hi
-              AND sg.first_offset + u.n - 1 BETWEEN v_start AND v_stop
+            WHERE sg.partition_id = p_partition_id AND sg.last_offset BETWEEN v_from AND v_hi
+              AND sg.first_offset + u.n - 1 BETWEEN v_from AND v_stop
               AND NOT ((sg.first_offset + u.n - 1) = ANY (v_deleted))
             ORDER BY 1;
         GET DIAGNOSTICS v_count = ROW_COUNT;

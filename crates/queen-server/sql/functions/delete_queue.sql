@@ -21,6 +21,7 @@ BEGIN
     DELETE FROM queen.dead_letters WHERE partition_id = ANY (v_pids);
     DELETE FROM queen.message_traces WHERE partition_id = ANY (v_pids);
     DELETE FROM queen.consumer_subscriptions WHERE queue_name = p_name;
+    DELETE FROM queen.group_policies WHERE queue_name = p_name;
     DELETE FROM queen.queues WHERE id = v_qid;   -- partitions go by cascade
     RETURN true;
 END;

@@ -17,6 +17,8 @@
 -- The lease: p_lease_id itself, shared by every partition claimed, when
 -- p_max_partitions > 1; else the one partition's own id minted from it (see
 -- queen.claim_partition). Every message row carries it.
+-- With p_conflate (a conflating consumer group) each claimed partition gives
+-- its newest visible message only (queen.claim_partition).
 -- Called by: `Store::claim`, for wildcard pops.
 
 CREATE OR REPLACE FUNCTION queen.pop_queue(
@@ -35,7 +37,8 @@ CREATE OR REPLACE FUNCTION queen.pop_queue(
     p_holder           text,
     p_hints            text[],     -- partition names, in the order to try them
     p_report_drained   boolean,
-    p_walk             boolean     -- false: only the hints, no walk
+    p_walk             boolean,    -- false: only the hints, no walk
+    p_conflate         boolean DEFAULT false   -- one message per partition: its newest
 ) RETURNS TABLE (partition_id uuid, partition_name text, msg_offset bigint, message_id uuid,
                  transaction_id text, trace_id uuid, payload text, producer_sub text,
                  created_at timestamptz, lease_id uuid)
@@ -103,7 +106,8 @@ BEGIN
                 SELECT v_ids[j], v_names[j], m.*
                 FROM queen.claim_partition(v_ids[j], p_queue_name, v_names[j], p_group, v_left,
                                            p_lease_id, p_max_partitions > 1, p_lease_seconds, p_auto_ack, p_delay_seconds,
-                                           p_window_seconds, '', p_sub_mode, p_sub_from, p_holder) m;
+                                           p_window_seconds, '', p_sub_mode, p_sub_from, p_holder,
+                                           p_conflate) m;
             GET DIAGNOSTICS v_n = ROW_COUNT;
             IF v_n > 0 THEN
                 v_claims := v_claims + 1;

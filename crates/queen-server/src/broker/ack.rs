@@ -42,6 +42,12 @@ impl Broker {
                 self.announce_partition_free(q, p, req.group.as_str());
             }
         }
+        self.count_conflated(
+            req.group.as_str(),
+            outcomes
+                .iter()
+                .filter_map(|o| Some((o.queue_name.as_deref()?, o.skipped))),
+        );
         for (result, n) in ["dlq", "success", "failed"].into_iter().zip(counts) {
             if n > 0 {
                 self.metrics.acks.with_label_values(&[result]).inc_by(n);

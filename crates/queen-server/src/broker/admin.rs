@@ -88,6 +88,16 @@ impl Broker {
         self.store.subscriptions().await
     }
 
+    /// The (group, queue) pairs that conflate (last-value delivery), of
+    /// `group` and `queue` when given.
+    pub async fn conflating_groups(
+        &self,
+        group: Option<&str>,
+        queue: Option<&str>,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        self.store.conflating_groups(group, queue).await
+    }
+
     /// Deletes a group's cursors (on one queue, or on all) and, with
     /// `delete_metadata`, its stored subscriptions; returns the cursors deleted.
     pub async fn delete_consumer_group(
@@ -102,6 +112,7 @@ impl Broker {
             .await?;
         // the group starts over: what this broker knew of its drained partitions is void
         self.recent.forget_group(queue, group);
+        self.policies.forget_group(queue, group);
         Ok(deleted)
     }
 

@@ -10,8 +10,10 @@
 mod ack;
 mod admin;
 mod analytics;
+pub mod autopilot;
 mod bundle;
 pub mod config_cache;
+pub mod conflation;
 pub mod crypto;
 mod dlq_delete;
 mod ephemeral;
@@ -110,6 +112,8 @@ pub struct Broker {
     surfaces: surfaces::Surfaces,
     /// Counters of the `/streams/v1` routes.
     streams: StreamMetrics,
+    autopilot: autopilot::Autopilot,
+    policies: conflation::GroupPolicies,
 }
 
 impl Broker {
@@ -130,7 +134,12 @@ impl Broker {
         let reads_metrics = reads_metrics::ReadsMetrics::new(&metrics.registry);
         let surfaces = surfaces::Surfaces::new(&metrics.registry);
         let streams = StreamMetrics::new(&metrics.registry);
+        let autopilot = autopilot::Autopilot::new(config.pop.autopilot, &metrics.registry);
+        let policies =
+            conflation::GroupPolicies::new(config.queue_config_max_age, &metrics.registry);
         Arc::new(Self {
+            autopilot,
+            policies,
             reads_metrics,
             surfaces,
             streams,

@@ -28,6 +28,7 @@ impl Broker {
     pub async fn delete_queue(&self, queue: &QueueName) -> Result<bool, BrokerError> {
         let existed = self.store.delete_queue(queue.as_str()).await?;
         self.recent.forget(queue.as_str());
+        self.policies.forget_queue(queue.as_str());
         self.announce_config_change(queue.as_str());
         Ok(existed)
     }

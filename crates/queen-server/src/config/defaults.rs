@@ -104,6 +104,15 @@ pub(super) const POP_WAIT_BACKOFF_THRESHOLD: u32 = 3;
 pub(super) const POP_WAIT_BACKOFF_MULTIPLIER: f64 = 2.0;
 /// `POP_WAIT_MAX_INTERVAL_MS`, 1 s: the reference's; the most a lost wake-up delays a parked pop.
 pub(super) const POP_WAIT_MAX_INTERVAL_MS: u64 = 1_000;
+/// `QUEEN_POP_AUTOPILOT`: the broker sizes the pops that ask it to (`autopilot=true`).
+pub(super) const QUEEN_POP_AUTOPILOT: &str = "on";
+/// `QUEEN_POP_AUTOPILOT_BATCH`: the batch autopilot starts from, the reference's 100.
+pub(super) const QUEEN_POP_AUTOPILOT_BATCH: u32 = 100;
+/// `QUEEN_POP_AUTOPILOT_MAX_BATCH`: the most autopilot grows a batch to for a busy lane.
+pub(super) const QUEEN_POP_AUTOPILOT_MAX_BATCH: u32 = 1_000;
+/// `QUEEN_POP_AUTOPILOT_DRAIN_MS`, 200 ms: autopilot sizes a busy lane's batch to what
+/// it delivers in this long (the reference's 2.x drain time).
+pub(super) const QUEEN_POP_AUTOPILOT_DRAIN_MS: u64 = 200;
 /// `QUEUE_CONFIG_MAX_AGE_MS`, 5 s: a lost config invalidation costs at most this long.
 pub(super) const QUEUE_CONFIG_MAX_AGE_MS: u64 = 5_000;
 /// `QUEEN_RECONCILE_INTERVAL_MS`, 5 s: a maintenance flag set on another replica reaches this one within this time.

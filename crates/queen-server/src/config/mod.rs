@@ -30,7 +30,7 @@ pub use env::{ConfigError, EnvSource, ProcessEnv};
 pub use jobs::JobsConfig;
 pub use limits::LimitsConfig;
 pub use mesh::{MeshAuth, MeshConfig};
-pub use pop::{PopConfig, SubscriptionMode};
+pub use pop::{AutopilotConfig, AutopilotMode, PopConfig, SubscriptionMode};
 pub use spool::SpoolConfig;
 pub use unused::unused_variable_warnings;
 

@@ -22,6 +22,92 @@ pub struct PopConfig {
     pub wait_backoff_multiplier: f64,
     /// Ceiling of the re-check interval: the longest a lost wake-up can cost.
     pub wait_max_interval: Duration,
+    /// How pops that ask for it (`autopilot=true`) are sized.
+    pub autopilot: AutopilotConfig,
+}
+
+/// `QUEEN_POP_AUTOPILOT*`: the pop autopilot (`broker/autopilot.rs`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AutopilotConfig {
+    pub mode: AutopilotMode,
+    /// `QUEEN_POP_AUTOPILOT_BATCH`: the batch of a lane with no history, and the least it chooses.
+    pub batch: u32,
+    /// `QUEEN_POP_AUTOPILOT_MAX_BATCH`: the most it chooses.
+    pub max_batch: u32,
+    /// `QUEEN_POP_AUTOPILOT_DRAIN_MS`: a busy lane's batch is what it delivers in this long.
+    pub drain: Duration,
+}
+
+/// `QUEEN_POP_AUTOPILOT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AutopilotMode {
+    /// Sizes the knobs a pop left unset and says so in the answer.
+    On,
+    /// Decides and counts, but serves the defaults and echoes nothing.
+    Shadow,
+    /// Ignores `autopilot=true`.
+    Off,
+}
+
+impl AutopilotMode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "on" | "true" | "1" | "yes" => Some(Self::On),
+            "shadow" | "dry-run" | "dryrun" => Some(Self::Shadow),
+            "off" | "false" | "0" | "no" => Some(Self::Off),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Shadow => "shadow",
+            Self::Off => "off",
+        }
+    }
+}
+
+fn read_autopilot(r: &Reader<'_>) -> Result<AutopilotConfig, ConfigError> {
+    let raw = r.string("QUEEN_POP_AUTOPILOT", defaults::QUEEN_POP_AUTOPILOT);
+    let mode = AutopilotMode::parse(&raw).ok_or_else(|| {
+        ConfigError::new(
+            "QUEEN_POP_AUTOPILOT",
+            raw.clone(),
+            "expected on, shadow or off",
+        )
+    })?;
+    let batch: u32 = r.parsed(
+        "QUEEN_POP_AUTOPILOT_BATCH",
+        defaults::QUEEN_POP_AUTOPILOT_BATCH,
+    )?;
+    if !(1..=10_000).contains(&batch) {
+        return Err(ConfigError::new(
+            "QUEEN_POP_AUTOPILOT_BATCH",
+            batch.to_string(),
+            "must be between 1 and 10000",
+        ));
+    }
+    let max_batch: u32 = r.parsed(
+        "QUEEN_POP_AUTOPILOT_MAX_BATCH",
+        defaults::QUEEN_POP_AUTOPILOT_MAX_BATCH.max(batch),
+    )?;
+    if !(batch..=10_000).contains(&max_batch) {
+        return Err(ConfigError::new(
+            "QUEEN_POP_AUTOPILOT_MAX_BATCH",
+            max_batch.to_string(),
+            "must be between QUEEN_POP_AUTOPILOT_BATCH and 10000",
+        ));
+    }
+    Ok(AutopilotConfig {
+        mode,
+        batch,
+        max_batch,
+        drain: r.millis(
+            "QUEEN_POP_AUTOPILOT_DRAIN_MS",
+            defaults::QUEEN_POP_AUTOPILOT_DRAIN_MS,
+        )?,
+    })
 }
 
 /// Where a consumer group starts on first contact.
@@ -96,5 +182,6 @@ pub(super) fn read_pop(r: &Reader<'_>) -> Result<PopConfig, ConfigError> {
             "POP_WAIT_MAX_INTERVAL_MS",
             defaults::POP_WAIT_MAX_INTERVAL_MS,
         )?,
+        autopilot: read_autopilot(r)?,
     })
 }

@@ -80,6 +80,9 @@ pub struct AckOutcome {
     pub partition_name: Option<String>,
     pub lease_released: bool,
     pub dlq: bool,
+    /// Offsets the cursor move passed over that no item of the call named
+    /// (`queen.ack_batch`); 0 when nothing moved.
+    pub skipped: i64,
 }
 
 /// What an ack request did.
@@ -109,6 +112,8 @@ impl Store {
                         partition_name: Some(done.partition_name.clone()),
                         lease_released: index == last,
                         dlq: false,
+                        // a whole lease, every message named
+                        skipped: 0,
                     })
                     .collect();
                 return Ok(Acked {
@@ -144,7 +149,7 @@ pub(super) async fn ack_with(
     let errors: Vec<Option<&str>> = items.iter().map(|a| a.error.as_deref()).collect();
     let stmt = client
         .prepare_cached(
-            "SELECT idx, success, error, queue_name, partition_name, lease_released, dlq
+            "SELECT idx, success, error, queue_name, partition_name, lease_released, dlq, skipped
              FROM queen.ack_batch($1, $2, $3, $4, $5, $6, $7)",
         )
         .await?;
@@ -172,6 +177,7 @@ pub(super) async fn ack_with(
             partition_name: col(r, "partition_name")?,
             lease_released: col(r, "lease_released")?,
             dlq: col(r, "dlq")?,
+            skipped: col(r, "skipped")?,
         })
     })?;
     out.sort_by_key(|o| o.index);

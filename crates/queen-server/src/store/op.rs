@@ -85,6 +85,8 @@ db_ops! {
     /// `sql/statements/discover_partitions.sql`: a queue's partitions with
     /// work for a group, for the wildcard pops' hint list.
     Discover => "discover", "store.discover";
+    /// `queen.group_policy`: a consumer group's stored delivery policy.
+    GroupPolicy => "group_policy", "store.group_policy";
     /// One queue's configuration by name.
     FindQueue => "find_queue", "store.find_queue";
     /// Creating a queue with default options on first push.

@@ -40,6 +40,8 @@ pub struct ClaimRequest<'a> {
     /// Wildcard pops: whether the database may walk the queue when the
     /// hints do not fill the pop.
     pub walk: bool,
+    /// A conflating consumer group: one message per partition, its newest.
+    pub conflate: bool,
 }
 
 /// What a pop claimed.
@@ -117,7 +119,7 @@ impl Store {
                                 "SELECT pt.id AS partition_id, pt.name AS partition_name, m.*
                                  FROM queen.partitions pt,
                                       LATERAL queen.claim_partition(pt.id, $3, pt.name, $4, $5, $6, false, $7,
-                                                                    $8, $9, $10, pt.name, $11, $12, $13) m
+                                                                    $8, $9, $10, pt.name, $11, $12, $13, $14) m
                                  WHERE pt.queue_id = $1 AND pt.name = $2",
                             )
                             .await?;
@@ -138,6 +140,7 @@ impl Store {
                                 &req.subscription_mode,
                                 &req.subscription_from,
                                 &req.holder,
+                                &req.conflate,
                             ],
                         )
                         .await?
@@ -145,7 +148,7 @@ impl Store {
                 None => {
                     let stmt = client
                             .prepare_cached(
-                                "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15)",
+                                "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15, $16)",
                             )
                             .await?;
                     client
@@ -167,6 +170,7 @@ impl Store {
                                 &req.holder,
                                 &req.hints,
                                 &req.walk,
+                                &req.conflate,
                             ],
                         )
                         .await?
@@ -190,6 +194,26 @@ impl Store {
                 .await?;
             let rows = client.query(&stmt, &[&queue_id, &group, &limit]).await?;
             rows.iter().map(|r| col(r, "name")).collect()
+        })
+    }
+
+    /// The stored delivery policy of `group` on `queue` (true: conflation),
+    /// registering the group with `conflation` when it has none
+    /// (`queen.group_policy`).
+    pub async fn group_policy(
+        &self,
+        queue: &str,
+        group: &str,
+        conflation: bool,
+    ) -> Result<bool, StoreError> {
+        with_op!(self.db, DbOp::GroupPolicy, |client| {
+            let stmt = client
+                .prepare_cached("SELECT queen.group_policy($1, $2, $3) AS conflation")
+                .await?;
+            let row = client
+                .query_one(&stmt, &[&queue, &group, &conflation])
+                .await?;
+            col(&row, "conflation")
         })
     }
 
@@ -220,6 +244,7 @@ impl Store {
 fn hinted_applies(req: &ClaimRequest<'_>) -> bool {
     let o = &req.queue.options;
     req.partition.is_none()
+        && !req.conflate
         && !req.hints.is_empty()
         && req.max_partitions == 1
         && !req.auto_ack

@@ -40,7 +40,6 @@ pub enum TxOutcome {
 pub struct TxFailure {
     /// Index of the operation that failed.
     pub failed_at: usize,
-    /// What the client reads (`StoreError::client_text`: never the server's message).
     pub message: String,
     /// Outcomes of the operations before the failing one (nothing of them was kept).
     pub done: Vec<TxOutcome>,
@@ -53,7 +52,7 @@ impl From<StoreError> for TxFailure {
     fn from(e: StoreError) -> Self {
         Self {
             failed_at: 0,
-            message: e.client_text(),
+            message: e.to_string(),
             done: Vec::new(),
             store: Some(e),
         }
@@ -114,10 +113,10 @@ pub(super) async fn run_operations(
                 i += 1;
             }
             Err((at, e)) => {
-                let refused = e.is_refusal();
+                let refused = matches!(e, StoreError::Rejected(_) | StoreError::UniqueViolation(_));
                 return Err(TxFailure {
                     failed_at: at,
-                    message: e.client_text(),
+                    message: e.to_string(),
                     done,
                     store: (!refused).then_some(e),
                 });

@@ -35,6 +35,7 @@ pub async fn list(
 ) -> Result<Json<Vec<ConsumerGroupSummary>>, ApiError> {
     let cursors = app.broker.cursors(None).await?;
     let subscriptions = app.broker.subscriptions().await?;
+    let conflating = app.broker.conflating_groups(None, None).await?;
     let mut groups: BTreeMap<(String, String), Vec<Cursor>> = BTreeMap::new();
     for c in cursors {
         groups
@@ -70,6 +71,7 @@ pub async fn list(
                 subscription_mode: sub.map(|s| s.mode.clone()),
                 subscription_timestamp: sub.map(|s| format_millis(s.timestamp)),
                 subscription_created_at: sub.map(|s| format_millis(s.created_at)),
+                conflation: conflating.iter().any(|(g, q)| *g == group && *q == queue),
             }
         })
         .collect();
@@ -111,6 +113,7 @@ pub async fn detail(
     Path(group): Path<String>,
 ) -> Result<Json<GroupDetail>, ApiError> {
     let cursors = app.broker.cursors(Some(&group)).await?;
+    let conflating = app.broker.conflating_groups(Some(&group), None).await?;
     let mut out = GroupDetail::new();
     for c in cursors {
         let lag = time_lag_secs(&c);
@@ -126,6 +129,11 @@ pub async fn detail(
                 time_lag_seconds: lag,
                 lease_active: c.lease_active,
             });
+    }
+    for (_, queue) in conflating {
+        if let Some(q) = out.get_mut(&queue) {
+            q.conflation = true;
+        }
     }
     Ok(Json(out))
 }

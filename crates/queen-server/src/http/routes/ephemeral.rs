@@ -52,8 +52,7 @@ fn from_broker(e: crate::broker::BrokerError) -> Coded {
 }
 
 /// A queue, partition or group name: non-empty, at most 512 bytes, no
-/// control characters, and no segment a URL path rewrites (the queue travels
-/// in the path of `delete` and `depth`: `queen_proto::names::path_problem`).
+/// control characters.
 fn name(what: &str, s: &str) -> Result<String, Coded> {
     if s.is_empty() {
         return Err(bad(format!("{what} must not be empty")));
@@ -63,9 +62,6 @@ fn name(what: &str, s: &str) -> Result<String, Coded> {
     }
     if s.chars().any(char::is_control) {
         return Err(bad(format!("{what} must not contain control characters")));
-    }
-    if let Some(p) = queen_proto::names::path_problem(s) {
-        return Err(bad(format!("{what} {p}")));
     }
     Ok(s.to_owned())
 }

@@ -9,7 +9,7 @@ use axum::Json;
 use bytes::Bytes;
 use chrono::{DateTime, Utc};
 use queen_proto::admin::FailureBody;
-use queen_proto::responses::{PopResponse, PoppedMessage};
+use queen_proto::responses::{PopEcho, PopResponse, PoppedMessage};
 use queen_proto::time::format_micros;
 
 use super::{consumer_group, partition_name, queue_name};
@@ -61,18 +61,54 @@ pub async fn pop_namespace(
     pop(app, PopTarget::Namespace { namespace, task }, &params).await
 }
 
+/// A knob the client named: absent, unparsable or 0 leave it to the broker.
+fn knob(q: &Params, key: &str, max: u64) -> Option<u32> {
+    match query_u64(q, key, 0) {
+        0 => None,
+        n => Some(n.min(max) as u32),
+    }
+}
+
+/// The `400` of a conflating pop the broker refuses, in the shape the
+/// 2.6.0 client expects: `{"success":false,"error":…,"messages":[]}`.
+fn conflation_refused(error: &str) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        Json(serde_json::json!({ "success": false, "error": error, "messages": [] })),
+    )
+        .into_response()
+}
+
 async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, ApiError> {
     let defaults = &app.broker.config().pop;
     let wait = query_bool(q, "wait", false);
     let timeout_ms = query_u64(q, "timeout", defaults.default_timeout.as_millis() as u64);
+    let conflation = query_bool(q, "conflation", false);
+    let auto_ack = query_bool(q, "autoAck", false);
+    let group = consumer_group(query_str(q, "consumerGroup"))?;
+    if conflation {
+        // checked before anything else (client-dataplane-2.6.md, section 2.3)
+        if group.as_str() == queen_proto::names::QUEUE_MODE {
+            return Ok(conflation_refused(
+                "conflation=true requires a consumerGroup: last-value delivery is a property of a consumer group",
+            ));
+        }
+        if auto_ack || query_bool(q, "commitOnDelivery", false) {
+            return Ok(conflation_refused(
+                "conflation=true cannot be combined with autoAck=true (commitOnDelivery): a conflating delivery is committed by its ack",
+            ));
+        }
+    }
     let req = PopRequest {
         target,
-        group: consumer_group(query_str(q, "consumerGroup"))?,
-        batch: query_u64(q, "batch", u64::from(defaults.default_batch)).clamp(1, 10_000) as u32,
-        max_partitions: query_u64(q, "partitions", 1).clamp(1, 1_000) as u32,
+        group,
+        batch: knob(q, "batch", 10_000),
+        max_partitions: knob(q, "partitions", 1_000),
+        autopilot: query_bool(q, "autopilot", false),
+        conflation,
         wait,
         timeout: Duration::from_millis(if wait { timeout_ms.min(MAX_WAIT_MS) } else { 0 }),
-        auto_ack: query_bool(q, "autoAck", false),
+        auto_ack,
         subscription_mode: query_str(q, "subscriptionMode").map_or(
             defaults.default_subscription_mode,
             SubscriptionMode::parse_lenient,
@@ -87,7 +123,13 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
         );
     }
     match app.broker.pop(&req).await? {
-        PopOutcome::Empty => Ok(StatusCode::NO_CONTENT.into_response()),
+        PopOutcome::Empty(echo) if echo.is_empty() => Ok(StatusCode::NO_CONTENT.into_response()),
+        // an empty answer that must say how it was served is a 200 with a body
+        PopOutcome::Empty(echo) => {
+            let mut body = Vec::with_capacity(128);
+            echo.write_empty(&mut body);
+            Ok(json_body(body))
+        }
         // logged by the broker, once per attempt
         PopOutcome::Failed(_) => Ok(Json(FailureBody::new("Database unavailable")).into_response()),
         PopOutcome::Messages {
@@ -95,12 +137,14 @@ async fn pop(app: AppState, target: PopTarget, q: &Params) -> Result<Response, A
             messages,
             lease_id,
             partitions_claimed,
+            echo,
         } => Ok(answer(
             &queue,
             req.group.as_str(),
             &lease_id,
             partitions_claimed,
             &messages,
+            echo,
         )),
     }
 }
@@ -114,6 +158,7 @@ fn answer(
     lease_id: &str,
     partitions_claimed: usize,
     messages: &[ClaimedMessage],
+    echo: PopEcho,
 ) -> Response {
     // the messages of one segment share their createdAt: formatted once per run
     let mut stamps: Vec<(DateTime<Utc>, String)> = Vec::new();
@@ -165,6 +210,7 @@ fn answer(
         consumer_group: group,
         partitions_claimed,
         messages: popped,
+        echo,
     }
     .write_json(&mut body);
     json_body(body)
@@ -324,7 +370,7 @@ mod tests {
             for queue in ["orders", "billing.invoice\\x"] {
                 for n in [1, 7, messages.len()] {
                     let before = owned(queue, group, &lease, 3, &messages[..n]);
-                    let after = answer(queue, group, &lease, 3, &messages[..n]);
+                    let after = answer(queue, group, &lease, 3, &messages[..n], PopEcho::default());
                     assert_eq!(before.status(), after.status());
                     assert_eq!(before.headers(), after.headers());
                     let before = to_bytes(before.into_body(), usize::MAX).await.unwrap();

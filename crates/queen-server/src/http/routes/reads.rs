@@ -308,6 +308,15 @@ pub async fn depth(
     let Some(parts) = app.broker.queue_depth(queue.as_str(), group).await? else {
         return Err(ApiError::not_found("Queue not found"));
     };
+    // the named group's stored policy; never conflating without a group
+    let conflation = match group {
+        Some(g) => !app
+            .broker
+            .conflating_groups(Some(g), Some(queue.as_str()))
+            .await?
+            .is_empty(),
+        None => false,
+    };
     let pending: i64 = parts.iter().map(|p| p.pending).sum();
     let processing: i64 = parts.iter().map(|p| p.processing).sum();
     let partitions_pending = parts.iter().filter(|p| p.pending > 0).count() as i64;
@@ -331,10 +340,10 @@ pub async fn depth(
         "ready": pending - processing,
         "partitionsPending": partitions_pending,
         "partitionsReady": partitions_ready,
-        // no last-value policy is stored for groups here: never conflating
-        "conflation": false,
-        "effectivePending": pending,
-        "effectiveReady": pending - processing,
+        // a conflating group has one delivery per partition with messages
+        "conflation": conflation,
+        "effectivePending": if conflation { partitions_pending } else { pending },
+        "effectiveReady": if conflation { partitions_ready } else { pending - processing },
         "partitions": partitions,
     }))
     .into_response())

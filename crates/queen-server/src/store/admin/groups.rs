@@ -69,6 +69,13 @@ impl Store {
                     &[&group, &queue],
                 )
                 .await?;
+            // the group is gone: its next pop registers it anew
+            tx.execute(
+                "DELETE FROM queen.group_policies
+                     WHERE consumer_group = $1 AND ($2::text IS NULL OR queue_name = $2)",
+                &[&group, &queue],
+            )
+            .await?;
             if delete_metadata {
                 tx.execute(
                     "DELETE FROM queen.consumer_subscriptions
@@ -122,6 +129,29 @@ impl Store {
                     )
                     .await?;
             rows_into(&rows, Cursor::from_row)
+        })
+    }
+
+    /// The (group, queue) pairs whose stored policy is conflation, of
+    /// `group` and `queue` when given (`queen.group_policies`).
+    pub async fn conflating_groups(
+        &self,
+        group: Option<&str>,
+        queue: Option<&str>,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        with_op!(self.db, DbOp::Groups, |client| {
+            let rows = client
+                .query(
+                    "SELECT consumer_group, queue_name FROM queen.group_policies
+                         WHERE conflation AND ($1::text IS NULL OR consumer_group = $1)
+                           AND ($2::text IS NULL OR queue_name = $2)
+                         ORDER BY consumer_group, queue_name",
+                    &[&group, &queue],
+                )
+                .await?;
+            rows_into(&rows, |r| {
+                Ok((col(r, "consumer_group")?, col(r, "queue_name")?))
+            })
         })
     }
 

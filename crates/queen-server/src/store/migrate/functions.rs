@@ -54,6 +54,7 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "lease_mint",
     "lease_key",
     "cursor_lock_key",
+    "group_policy",
     "claim_partition",
     "pop_queue",
     "push_batch",

@@ -273,3 +273,30 @@ async fn recovery_cuts_a_torn_tail_and_quarantines_a_corrupted_record() {
     push_one(&b, &q, "p", json!("later"), "later").await;
     assert_eq!(stored(&rig.db, &q, "p").await.len(), 7);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conflating_group_gets_the_newest_after_the_spool_replays() {
+    let rig = Rig::new().await;
+    let b = rig.broker(&[]).await;
+    let q = unique("lv-spool");
+    push_one(&b, &q, "p", json!("stored"), "stored").await;
+    let conflate = pop_path(&q, None, "conflation=true&consumerGroup=c&batch=10");
+    let body = pop_ok(&b, &conflate).await;
+    assert_eq!(txn_ids(&body), vec!["stored"]);
+    crate::common::ack_all_completed(&b, &body, Some("c")).await;
+
+    rig.proxy.cut();
+    let items: Vec<Value> = (0..3)
+        .map(|i| json!({"queue": q, "partition": "p", "payload": i, "transactionId": format!("spooled-{i}")}))
+        .collect();
+    let base = format!("http://{}", b.addr);
+    let results = push_chunks(&base, &b.http, &items, 1).await;
+    assert_buffered(&results, &items);
+    rig.proxy.restore();
+    wait_stored(&rig.db, &q, 4, LIMIT).await;
+
+    // the replayed messages took their offsets in push order: the last one is the newest
+    let body = pop_ok(&b, &conflate).await;
+    assert_eq!(body["conflation"], true, "{body}");
+    assert_eq!(txn_ids(&body), vec!["spooled-2"]);
+}
