@@ -27,6 +27,13 @@ DECLARE
 BEGIN
     SELECT * INTO s FROM queen.ephemeral_settings(p_queue);
     v_lease := make_interval(secs => s.lease_seconds);
+    -- a pop touches the queue (at most once a second, so pops rarely wait
+    -- on the row): an implicit queue is collected only after
+    -- EPHEMERAL_IDLE_SECONDS untouched (queen.ephemeral_collect). Should the
+    -- collector hold the row, this waits for it and then creates the queue
+    -- anew below.
+    UPDATE queen.ephemeral_queues q SET touched_at = now()
+    WHERE q.queue = p_queue AND q.touched_at < now() - interval '1 second';
     INSERT INTO queen.ephemeral_queues (queue, epoch)
     VALUES (p_queue, floor(random() * 4503599627370496)::bigint)
     ON CONFLICT DO NOTHING;

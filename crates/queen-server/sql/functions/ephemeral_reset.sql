@@ -20,7 +20,7 @@ BEGIN
     UPDATE queen.ephemeral_cursors c SET cursor = p.next_seq - 1
     FROM queen.ephemeral_partitions p
     WHERE c.queue = p_queue AND p.queue = p_queue AND p.partition = c.partition;
-    UPDATE queen.ephemeral_queues q SET touched_at = now() WHERE q.queue = p_queue;
+    UPDATE queen.ephemeral_queues q SET touched_at = now(), bytes = 0 WHERE q.queue = p_queue;
     RETURN v_dropped;
 END
 $$;

@@ -11,7 +11,9 @@ use tokio::time::Instant;
 
 use super::{Broker, BrokerError};
 use crate::backoff::Backoff;
-use crate::store::{EphemeralAck, EphemeralMessage, EphemeralSettings, EphemeralStatus};
+use crate::store::{
+    EphemeralAck, EphemeralCollected, EphemeralMessage, EphemeralSettings, EphemeralStatus,
+};
 
 /// A validated ephemeral pop.
 #[derive(Debug, Clone)]
@@ -31,6 +33,8 @@ pub struct EphemeralPop {
 pub enum EphemeralRefusal {
     /// Over maxLength or maxBytes with policy `reject`.
     QueueFull,
+    /// Over the broker-wide bound of ephemeral bytes (`EPHEMERAL_MAX_BYTES`).
+    OverBudget,
 }
 
 /// The waker key (and mesh hint queue name) of an ephemeral queue; the NUL
@@ -58,7 +62,12 @@ impl Broker {
     ) -> Result<Result<i32, EphemeralRefusal>, BrokerError> {
         let pushed = self
             .store
-            .ephemeral_push(queue, partition, payloads)
+            .ephemeral_push(
+                queue,
+                partition,
+                payloads,
+                self.config.jobs.ephemeral_max_bytes,
+            )
             .await?;
         self.reads_metrics
             .eph_evicted
@@ -66,6 +75,10 @@ impl Broker {
         if pushed.refused {
             self.reads_metrics.eph_refused.inc();
             return Ok(Err(EphemeralRefusal::QueueFull));
+        }
+        if pushed.over_budget {
+            self.reads_metrics.eph_refused.inc();
+            return Ok(Err(EphemeralRefusal::OverBudget));
         }
         self.reads_metrics
             .eph_pushed
@@ -162,14 +175,15 @@ impl Broker {
         Ok(self.store.ephemeral_status(queue).await?)
     }
 
-    /// The status of every queue, sorted by name.
+    /// The status of every queue, sorted by name (a few statements, not one per queue).
     pub async fn ephemeral_queues(&self) -> Result<Vec<EphemeralStatus>, BrokerError> {
-        let mut out = Vec::new();
-        for name in self.store.ephemeral_queue_names().await? {
-            if let Some(s) = self.store.ephemeral_status(&name).await? {
-                out.push(s);
-            }
-        }
-        Ok(out)
+        Ok(self.store.ephemeral_statuses().await?)
+    }
+
+    /// One sweep of the ephemeral collector (`jobs/ephemeral.rs`): idle
+    /// implicit queues forgotten, byte counts refreshed.
+    pub async fn ephemeral_collect(&self) -> Result<EphemeralCollected, BrokerError> {
+        let idle = i32::try_from(self.config.jobs.ephemeral_idle.as_secs()).unwrap_or(i32::MAX);
+        Ok(self.store.ephemeral_collect(idle).await?)
     }
 }

@@ -151,6 +151,12 @@ pub(super) const EVICTION_INTERVAL_MS: u64 = 60_000;
 pub(super) const EVICTION_BATCH_SIZE: i32 = 1_000;
 /// `STATS_INTERVAL_MS`, 10 s: the reference's period of the throughput rows.
 pub(super) const STATS_INTERVAL_MS: u64 = 10_000;
+/// `EPHEMERAL_MAX_BYTES`, 256 MiB: the contract's broker-wide bound on ephemeral contents.
+pub(super) const EPHEMERAL_MAX_BYTES: u64 = 256 << 20;
+/// `EPHEMERAL_IDLE_SECONDS`, 300 s: the contract's idle time before an implicit queue is collected.
+pub(super) const EPHEMERAL_IDLE_SECONDS: u64 = 300;
+/// `EPHEMERAL_SWEEP_INTERVAL_MS`, 2 s: how often idle queues are collected and byte counts refreshed.
+pub(super) const EPHEMERAL_SWEEP_INTERVAL_MS: u64 = 2_000;
 
 // The disk spool.
 

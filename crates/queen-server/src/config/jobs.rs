@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use super::defaults;
-use super::env::{ConfigError, Reader};
+use super::env::{at_least_one, ConfigError, Reader};
 
 /// Background jobs: retention, eviction, stats (http-api.md §5.7, §5.9).
 #[derive(Debug, Clone)]
@@ -17,6 +17,14 @@ pub struct JobsConfig {
     pub eviction_interval: Duration,
     pub eviction_batch: i32,
     pub stats_interval: Duration,
+    /// Ephemeral queues (client-surface-2.6.md §10.5): the most payload bytes
+    /// all of them may hold together; a push beyond answers `503 ephemeral_unavailable`.
+    pub ephemeral_max_bytes: i64,
+    /// An implicit (undeclared) ephemeral queue without contents that nothing
+    /// pushed to or popped from for this long is collected.
+    pub ephemeral_idle: Duration,
+    /// Period of the ephemeral collector (idle queues, and each queue's byte count).
+    pub ephemeral_sweep_interval: Duration,
 }
 
 pub(super) fn read_jobs(r: &Reader<'_>) -> Result<JobsConfig, ConfigError> {
@@ -30,5 +38,39 @@ pub(super) fn read_jobs(r: &Reader<'_>) -> Result<JobsConfig, ConfigError> {
         eviction_interval: r.millis("EVICTION_INTERVAL", defaults::EVICTION_INTERVAL_MS)?,
         eviction_batch: r.parsed("EVICTION_BATCH_SIZE", defaults::EVICTION_BATCH_SIZE)?,
         stats_interval: r.millis("STATS_INTERVAL_MS", defaults::STATS_INTERVAL_MS)?,
+        ephemeral_max_bytes: i64::try_from(at_least_one(
+            "EPHEMERAL_MAX_BYTES",
+            r.parsed::<u64>("EPHEMERAL_MAX_BYTES", defaults::EPHEMERAL_MAX_BYTES)?,
+        )?)
+        .unwrap_or(i64::MAX),
+        ephemeral_idle: {
+            let secs: u64 =
+                r.parsed("EPHEMERAL_IDLE_SECONDS", defaults::EPHEMERAL_IDLE_SECONDS)?;
+            // a pop refreshes a queue's touch at most once a second
+            // (ephemeral_pop.sql): a shorter idle period could collect a
+            // queue a pop is using
+            if secs < 2 {
+                return Err(ConfigError::new(
+                    "EPHEMERAL_IDLE_SECONDS",
+                    secs.to_string(),
+                    "must be at least 2",
+                ));
+            }
+            Duration::from_secs(secs)
+        },
+        ephemeral_sweep_interval: {
+            let d = r.millis(
+                "EPHEMERAL_SWEEP_INTERVAL_MS",
+                defaults::EPHEMERAL_SWEEP_INTERVAL_MS,
+            )?;
+            if d.is_zero() {
+                return Err(ConfigError::new(
+                    "EPHEMERAL_SWEEP_INTERVAL_MS",
+                    "0",
+                    "must be at least 1 ms",
+                ));
+            }
+            d
+        },
     })
 }

@@ -9,6 +9,9 @@
 //!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
 //!   replica does the work of each cycle;
+//! - `ephemeral`: collects idle implicit ephemeral queues and refreshes the
+//!   byte counts of the broker-wide ephemeral bound (every replica, rows
+//!   locked `SKIP LOCKED`);
 //! - `timers`: fires due timers (every replica, one sweep at a time through
 //!   a transaction-scoped advisory lock) and prunes expired KV rows;
 //! - `db_watchdog`: probes PostgreSQL on its own connection and declares it
@@ -17,6 +20,7 @@
 //!   (every replica, its own spool).
 
 mod db_watchdog;
+mod ephemeral;
 mod eviction;
 mod migrate;
 mod planner_stats;
@@ -82,6 +86,7 @@ pub fn spawn_all(
     ));
     set.spawn(eviction::run(broker.clone(), store.clone(), cancel.clone()));
     set.spawn(timers::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(ephemeral::run(broker.clone(), store.clone(), cancel.clone()));
     set.spawn(db_watchdog::run(
         store.clone(),
         spool.clone(),

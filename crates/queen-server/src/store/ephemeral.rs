@@ -29,6 +29,17 @@ pub struct EphemeralPushed {
     pub evicted: i64,
     /// Over the queue's bounds with policy `reject`: nothing was appended.
     pub refused: bool,
+    /// Over the broker-wide bound of every ephemeral queue: nothing was appended.
+    pub over_budget: bool,
+}
+
+/// What one sweep of the ephemeral collector did.
+#[derive(Debug, Clone, Copy)]
+pub struct EphemeralCollected {
+    /// Idle implicit queues forgotten.
+    pub collected: i64,
+    /// Queues whose byte count was set to what they hold.
+    pub refreshed: i64,
 }
 
 /// One message handed out by a pop; `payload` is the pushed JSON text.
@@ -128,24 +139,47 @@ impl Store {
         })
     }
 
-    /// Appends payloads to one ring, all or nothing.
+    /// Appends payloads to one ring, all or nothing, within the broker-wide
+    /// bound of `total_max` bytes.
     pub async fn ephemeral_push(
         &self,
         queue: &str,
         partition: &str,
         payloads: &[String],
+        total_max: i64,
     ) -> Result<EphemeralPushed, StoreError> {
         with_op!(self.db, DbOp::Ephemeral, |client| {
             let row = client
                 .query_one(
-                    "SELECT pushed, evicted, refused FROM queen.ephemeral_push($1, $2, $3)",
-                    &[&queue, &partition, &payloads],
+                    "SELECT pushed, evicted, refused, over_budget
+                     FROM queen.ephemeral_push($1, $2, $3, $4)",
+                    &[&queue, &partition, &payloads, &total_max],
                 )
                 .await?;
             Ok(EphemeralPushed {
                 pushed: col(&row, "pushed")?,
                 evicted: col(&row, "evicted")?,
                 refused: col(&row, "refused")?,
+                over_budget: col(&row, "over_budget")?,
+            })
+        })
+    }
+
+    /// One sweep of the ephemeral collector (`queen.ephemeral_collect`).
+    pub async fn ephemeral_collect(
+        &self,
+        idle_seconds: i32,
+    ) -> Result<EphemeralCollected, StoreError> {
+        with_op!(self.db, DbOp::EphemeralAdmin, |client| {
+            let row = client
+                .query_one(
+                    "SELECT collected, refreshed FROM queen.ephemeral_collect($1)",
+                    &[&idle_seconds],
+                )
+                .await?;
+            Ok(EphemeralCollected {
+                collected: col(&row, "collected")?,
+                refreshed: col(&row, "refreshed")?,
             })
         })
     }
@@ -224,17 +258,71 @@ impl Store {
         })
     }
 
-    /// Names of every ephemeral queue, declared or with contents, sorted.
-    pub async fn ephemeral_queue_names(&self) -> Result<Vec<String>, StoreError> {
+    /// The status of every queue, declared or with contents, sorted by name,
+    /// in three statements whatever their number: the queues with their
+    /// settings and counters, their rings, their group counts. `groups`
+    /// (per-group backlogs) is left empty: only `depth` reads it.
+    pub async fn ephemeral_statuses(&self) -> Result<Vec<EphemeralStatus>, StoreError> {
         with_op!(self.db, DbOp::EphemeralAdmin, |client| {
-            let rows = client
+            let queues = client
                 .query(
-                    "SELECT queue FROM queen.ephemeral_queues
-                     UNION SELECT queue FROM queen.ephemeral_declarations ORDER BY queue",
+                    &format!(
+                        "WITH names AS (SELECT queue FROM queen.ephemeral_queues
+                                        UNION SELECT queue FROM queen.ephemeral_declarations)
+                         SELECT n.queue, {SETTINGS_COLUMNS}, q.queue IS NOT NULL AS live,
+                                coalesce(q.drops_bounds, 0) AS drops_bounds,
+                                coalesce(q.drops_ttl, 0) AS drops_ttl,
+                                coalesce(q.drops_retry, 0) AS drops_retry,
+                                coalesce(g.n, 0) AS group_count
+                         FROM names n
+                         CROSS JOIN LATERAL queen.ephemeral_settings(n.queue) s
+                         LEFT JOIN queen.ephemeral_queues q ON q.queue = n.queue
+                         LEFT JOIN (SELECT g.queue, count(*) AS n FROM queen.ephemeral_groups g
+                                    GROUP BY g.queue) g ON g.queue = n.queue
+                         ORDER BY n.queue"
+                    ),
                     &[],
                 )
                 .await?;
-            rows_into(&rows, |r| col(r, "queue"))
+            let rings = client
+                .query(
+                    "SELECT p.queue, p.partition, count(m.seq) AS length,
+                            coalesce(sum(m.bytes), 0)::bigint AS bytes
+                     FROM queen.ephemeral_partitions p
+                     LEFT JOIN queen.ephemeral_messages m
+                            ON m.queue = p.queue AND m.partition = p.partition
+                     GROUP BY p.queue, p.partition ORDER BY p.queue, p.partition",
+                    &[],
+                )
+                .await?;
+            let mut by_queue: std::collections::HashMap<String, Vec<EphemeralRing>> =
+                std::collections::HashMap::new();
+            for r in &rings {
+                by_queue
+                    .entry(col(r, "queue")?)
+                    .or_default()
+                    .push(EphemeralRing {
+                        partition: col(r, "partition")?,
+                        length: col(r, "length")?,
+                        bytes: col(r, "bytes")?,
+                    });
+            }
+            let mut out = Vec::with_capacity(queues.len());
+            for r in &queues {
+                let queue: String = col(r, "queue")?;
+                out.push(EphemeralStatus {
+                    rings: by_queue.remove(&queue).unwrap_or_default(),
+                    queue,
+                    settings: settings_from(r)?,
+                    live: col(r, "live")?,
+                    groups: Vec::new(),
+                    group_count: col(r, "group_count")?,
+                    drops_bounds: col(r, "drops_bounds")?,
+                    drops_ttl: col(r, "drops_ttl")?,
+                    drops_retry: col(r, "drops_retry")?,
+                });
+            }
+            Ok(out)
         })
     }
 

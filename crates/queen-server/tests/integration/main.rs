@@ -18,6 +18,7 @@ mod consume_flights;
 mod consume_statement;
 mod dashboard;
 mod encryption;
+mod ephemeral_bounds;
 mod failover;
 mod groups;
 mod ha;

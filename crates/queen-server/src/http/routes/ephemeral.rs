@@ -52,7 +52,8 @@ fn from_broker(e: crate::broker::BrokerError) -> Coded {
 }
 
 /// A queue, partition or group name: non-empty, at most 512 bytes, no
-/// control characters.
+/// control characters, and no segment a URL path rewrites (the queue travels
+/// in the path of `delete` and `depth`: `queen_proto::names::path_problem`).
 fn name(what: &str, s: &str) -> Result<String, Coded> {
     if s.is_empty() {
         return Err(bad(format!("{what} must not be empty")));
@@ -62,6 +63,9 @@ fn name(what: &str, s: &str) -> Result<String, Coded> {
     }
     if s.chars().any(char::is_control) {
         return Err(bad(format!("{what} must not contain control characters")));
+    }
+    if let Some(p) = queen_proto::names::path_problem(s) {
+        return Err(bad(format!("{what} {p}")));
     }
     Ok(s.to_owned())
 }
@@ -293,6 +297,18 @@ pub async fn push(State(app): State<AppState>, body: Body) -> Answer {
             "queue_full",
             format!("ephemeral queue {queue} is full (policy reject)"),
         )),
+        Err(EphemeralRefusal::OverBudget) => {
+            let mut c = Coded::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                UNAVAILABLE,
+                format!(
+                    "ephemeral queues hold their broker-wide bound of {} bytes (EPHEMERAL_MAX_BYTES); nothing was pushed",
+                    app.broker.config().jobs.ephemeral_max_bytes
+                ),
+            );
+            c.retry_after_seconds = Some(1);
+            Err(c)
+        }
     }
 }
 

@@ -77,6 +77,7 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "ephemeral_ack",
     "ephemeral_reset",
     "ephemeral_delete",
+    "ephemeral_collect",
     "kv_write",
 ];
 
