@@ -13,7 +13,8 @@
 -- A row is live iff expires_at IS NULL or expires_at > p_now (the call's one
 -- "now"). Versions come from queen.kv_version_seq. incr keeps a live row's
 -- expiry (TTL is create-only); every other write replaces it.
--- reason: exists | absent | version | limit | type (NULL when applied).
+-- reason: exists | absent | version | limit | type (NULL when applied). An
+-- incr whose result is beyond what a JSON number holds (|x| > 1.8e308) raises.
 -- Called by: store/kv.rs (POST /api/v1/kv, transaction riders, locks).
 
 CREATE OR REPLACE FUNCTION queen.kv_write(
@@ -102,6 +103,12 @@ BEGIN
             RETURN;
         END IF;
         candidate := COALESCE((cur_value #>> '{}')::numeric, 0) + p_delta;
+        -- a number a JSON reader (and the broker) cannot hold is refused, not
+        -- stored: the whole call fails with a 400 naming delta
+        IF abs(candidate) > 1.7976931348623157e308 THEN
+            RAISE EXCEPTION 'delta: incr of key % gives a number beyond the range of a JSON number (about 1.8e308)',
+                quote_literal(p_key) USING ERRCODE = 'P0001';
+        END IF;
         IF (p_min IS NOT NULL AND candidate < p_min)
            OR (p_max IS NOT NULL AND candidate > p_max) THEN
             RETURN QUERY SELECT false, 'limit'::text, cur_value, cur_version;

@@ -15,9 +15,25 @@ use crate::store::{
 const REFRESH_LOCK_TRIES: usize = 20;
 
 impl Broker {
-    /// The store, for the database copy (`crate::dbcopy`) that runs beside the broker.
-    pub fn store(&self) -> &std::sync::Arc<crate::store::Store> {
-        &self.store
+    /// Starts the database copy of `/api/v1/migration/start` on this
+    /// broker's store (`crate::dbcopy`: the copy runs beside the broker).
+    pub async fn start_db_copy(
+        &self,
+        copy: &std::sync::Arc<crate::dbcopy::DbCopy>,
+        request: crate::dbcopy::Request,
+    ) -> Result<(), crate::dbcopy::CopyError> {
+        copy.start(&self.store, request).await
+    }
+
+    /// Row counts of the copied schema on both sides (`/api/v1/migration/validate`).
+    pub async fn validate_db_copy(
+        &self,
+        copy: &crate::dbcopy::DbCopy,
+        target: Option<crate::store::dbcopy::PgEndpoint>,
+        schema: Option<String>,
+    ) -> Result<Vec<crate::dbcopy::TableCount>, crate::dbcopy::CopyError> {
+        copy.validate(&self.store, &self.config.db, target, schema)
+            .await
     }
 
     /// The queues this replica has a long-poll pop parked on.

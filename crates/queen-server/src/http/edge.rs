@@ -114,8 +114,15 @@ pub fn target_error(req: &Request) -> Option<ApiError> {
         if is_refused(&decoded) {
             return target_problem(&name(), &decoded);
         }
-        // a named parameter, not a wildcard (`{*key}`: a timer key, its own limit)
-        let bounded = param.is_some_and(|p| !p.starts_with('*')) && !own_limits;
+        // a named parameter, not a wildcard (`{*key}`: a timer key, checked
+        // whole by its route)
+        let named = param.is_some_and(|p| !p.starts_with('*'));
+        if named {
+            if let Some(e) = path_rewritten(&name, &decoded) {
+                return Some(e);
+            }
+        }
+        let bounded = named && !own_limits;
         if bounded && decoded.len() > super::limits::MAX_NAME_CHARS {
             if let Some(e) = too_long(&name(), &decoded, super::limits::MAX_NAME_CHARS) {
                 return Some(e);
@@ -140,6 +147,15 @@ pub fn target_error(req: &Request) -> Option<ApiError> {
         }
     }
     None
+}
+
+/// A path parameter no client could have sent as itself (`..`, `a%2F.%2Fb`):
+/// the rule of `queen_proto::names::path_problem`, the one every name is
+/// created under.
+fn path_rewritten(name: &dyn Fn() -> String, decoded: &[u8]) -> Option<ApiError> {
+    let text = std::str::from_utf8(decoded).ok()?;
+    queen_proto::names::path_problem(text)
+        .map(|p| ApiError::bad_request(format!("{} {p}", name())))
 }
 
 /// `transaction_id` → `transactionId`: path parameters named as the API's fields.

@@ -46,35 +46,37 @@ impl ApiError {
 }
 
 impl From<StoreError> for ApiError {
+    /// The status by class; the text is `StoreError::client_text` (a
+    /// refusal's own words, a fixed sentence otherwise: the server's messages
+    /// go to the log only).
     fn from(e: StoreError) -> Self {
-        match e {
+        let status = match e {
             StoreError::Unavailable(_) | StoreError::NotReady => {
                 // the outage itself is logged once (spool outage detector, start-up);
                 // one line per refused request would flood the log
                 tracing::debug!(error = %e, "request failed: database unavailable");
-                Self {
-                    status: StatusCode::SERVICE_UNAVAILABLE,
-                    message: "Database unavailable".into(),
-                }
+                StatusCode::SERVICE_UNAVAILABLE
             }
-            StoreError::Rejected(_) | StoreError::UniqueViolation(_) => {
-                Self::bad_request(e.to_string())
+            // our own refusals, duplicates, and values PostgreSQL cannot hold
+            // (a NUL, a number or a time out of range): the client's to fix
+            StoreError::Rejected(_) | StoreError::UniqueViolation(_) => StatusCode::BAD_REQUEST,
+            StoreError::InvalidValue(_) => {
+                tracing::debug!(error = ?e, "request refused: a value the database cannot hold");
+                StatusCode::BAD_REQUEST
             }
             StoreError::Conflict(_) | StoreError::Timeout(_) => {
                 // a lock wait or a statement past its timeout: the request may be retried
                 tracing::warn!(error = %e, "request failed: database busy");
-                Self {
-                    status: StatusCode::SERVICE_UNAVAILABLE,
-                    message: "Database busy; retry later".into(),
-                }
+                StatusCode::SERVICE_UNAVAILABLE
             }
             StoreError::Other(_) => {
                 tracing::error!(error = %e, "request failed");
-                Self {
-                    status: StatusCode::INTERNAL_SERVER_ERROR,
-                    message: "Internal database error".into(),
-                }
+                StatusCode::INTERNAL_SERVER_ERROR
             }
+        };
+        Self {
+            status,
+            message: e.client_text(),
         }
     }
 }

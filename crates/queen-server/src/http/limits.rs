@@ -51,6 +51,27 @@ pub fn nul_error(field: &str) -> ApiError {
     ApiError::bad_request(format!("{field} must not contain NUL characters"))
 }
 
+/// Where `value` holds a NUL character (in a string or an object key), as a
+/// path from `field` (`value.a[2]`, `value.{key}` for a key): JSON the
+/// database stores as `jsonb` (KV values) cannot hold one.
+pub fn nul_in_json(field: &str, value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => s.contains('\0').then(|| field.to_owned()),
+        Value::Array(list) => list
+            .iter()
+            .enumerate()
+            .find_map(|(i, v)| nul_in_json(&format!("{field}[{i}]"), v)),
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            if k.contains('\0') {
+                Some(format!("{field} (an object key)"))
+            } else {
+                nul_in_json(&format!("{field}.{k}"), v)
+            }
+        }),
+        _ => None,
+    }
+}
+
 /// Refuses a body with a NUL in a string outside message payloads, or a
 /// free-text field longer than its [`text_limit`], naming the field.
 pub fn check_body_strings(map: &Map<String, Value>) -> Result<(), ApiError> {
@@ -68,11 +89,15 @@ fn check_lengths(map: &Map<String, Value>, prefix: &str) -> Result<(), ApiError>
     for (key, value) in map {
         let path = |suffix: &str| format!("{prefix}{key}{suffix}");
         match (value, text_limit(key)) {
-            (Value::String(s), Some(max)) => check_text(&path(""), s, max)?,
+            (Value::String(s), Some(max)) => {
+                check_text(&path(""), s, max)?;
+                check_path_field(key, &path(""), s)?;
+            }
             (Value::Array(list), Some(max)) => {
                 for (i, v) in list.iter().enumerate() {
                     if let Value::String(s) = v {
                         check_text(&path(&format!("[{i}]")), s, max)?;
+                        check_path_field(key, &path(&format!("[{i}]")), s)?;
                     }
                 }
             }
@@ -87,6 +112,19 @@ fn check_lengths(map: &Map<String, Value>, prefix: &str) -> Result<(), ApiError>
         }
     }
     Ok(())
+}
+
+/// Free-text fields that later travel in a URL path (`/traces/by-name/:name`)
+/// follow the rule of names (`queen_proto::names::path_problem`); queue,
+/// partition and group names are checked as names by their routes.
+fn check_path_field(key: &str, path: &str, value: &str) -> Result<(), ApiError> {
+    if !matches!(key, "traceName" | "traceNames") {
+        return Ok(());
+    }
+    match queen_proto::names::path_problem(value) {
+        Some(p) => Err(ApiError::bad_request(format!("{path} {p}"))),
+        None => Ok(()),
+    }
 }
 
 /// Refuses a payload that cannot be returned as sent (400 with the reason).
@@ -112,6 +150,18 @@ mod tests {
             check_text("sub", "a\0", 255).unwrap_err().message,
             "sub must not contain NUL characters"
         );
+    }
+
+    #[test]
+    fn nul_is_found_anywhere_in_json() {
+        let v = serde_json::json!({"a": [1, {"b": "x\u{0}"}]});
+        assert_eq!(nul_in_json("value", &v).as_deref(), Some("value.a[1].b"));
+        let v = serde_json::json!({"ok": {"k\u{0}": 1}});
+        assert_eq!(
+            nul_in_json("value", &v).as_deref(),
+            Some("value.ok (an object key)")
+        );
+        assert_eq!(nul_in_json("value", &serde_json::json!({"a": "b"})), None);
     }
 
     #[test]

@@ -57,15 +57,22 @@ impl SurfaceError {
         }
     }
 
-    /// A broker failure of surface `unavailable` (e.g. `kv_unavailable`):
-    /// 503 for a database that is away (nothing was applied), the usual
-    /// table otherwise.
-    pub fn from_broker(e: BrokerError, unavailable: &'static str, internal: &'static str) -> Self {
+    /// A broker failure of a surface: `unavailable` (e.g. `kv_unavailable`)
+    /// for a database that is away (503, nothing was applied), `internal` for
+    /// other 5xx, `bad_request` (e.g. `kv_bad_request`) for a value the
+    /// database refused (400, the text names it); the status from the one
+    /// table of `error.rs`.
+    pub fn from_broker(
+        e: BrokerError,
+        bad_request: &'static str,
+        unavailable: &'static str,
+        internal: &'static str,
+    ) -> Self {
         let api = ApiError::from(e);
         let error = match api.status {
             StatusCode::SERVICE_UNAVAILABLE => unavailable,
             s if s.is_server_error() => internal,
-            _ => "bad_request",
+            _ => bad_request,
         };
         Self {
             status: api.status,

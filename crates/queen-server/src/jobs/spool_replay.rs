@@ -189,9 +189,7 @@ fn judge(e: BrokerError) -> Verdict {
         BrokerError::Store(e) if e.is_retryable() => {
             Verdict::Retry(Failure::Transient(e.to_string()))
         }
-        BrokerError::Store(e @ (StoreError::Rejected(_) | StoreError::UniqueViolation(_))) => {
-            Verdict::Refuse(e.to_string())
-        }
+        BrokerError::Store(e) if e.is_refusal() => Verdict::Refuse(e.to_string()),
         BrokerError::Invalid(m) => Verdict::Refuse(m),
         other => Verdict::RetryCounted(other.to_string()),
     }

@@ -34,7 +34,7 @@ impl Store {
             let outcomes = run_operations(&tx, ops).await?;
             let failure = |e: StoreError| TxFailure {
                 failed_at: ops.len(),
-                message: e.to_string(),
+                message: e.client_text(),
                 done: Vec::new(),
                 store: Some(e),
             };

@@ -27,6 +27,12 @@ pub enum StoreError {
     /// A stored function refused the request on purpose (`RAISE` in our SQL).
     #[error("{0}")]
     Rejected(#[source] DbError),
+    /// PostgreSQL refused a value (SQLSTATE class 22, "data exception": a NUL
+    /// in text or JSON, a number or time out of range, a malformed value): the
+    /// request carried it, so it is the client's to fix (400). The text names
+    /// the kind of value, never the server's message.
+    #[error("{}", value_refusal(.0.code()))]
+    InvalidValue(#[source] DbError),
     /// A statement cancelled by `statement_timeout` (SQLSTATE 57014) or a lock
     /// not granted within `lock_timeout` (55P03): the server did not answer in time.
     #[error("database error: {}", .0.coded())]
@@ -55,6 +61,30 @@ impl StoreError {
         matches!(self, Self::Conflict(_))
     }
 
+    /// True when the request itself was refused (our own `RAISE`, a
+    /// duplicate row, a value PostgreSQL cannot store): a 400, not a failure.
+    pub fn is_refusal(&self) -> bool {
+        matches!(
+            self,
+            Self::Rejected(_) | Self::UniqueViolation(_) | Self::InvalidValue(_)
+        )
+    }
+
+    /// The text a client may read: a refusal's own text, a fixed sentence
+    /// for everything else (the server's messages, SQLSTATEs and causes go to
+    /// the log only). `http/error.rs` answers with it, and so does a failed
+    /// `/transaction`.
+    pub fn client_text(&self) -> String {
+        match self {
+            Self::Unavailable(_) | Self::NotReady => "Database unavailable".into(),
+            Self::Conflict(_) | Self::Timeout(_) => "Database busy; retry later".into(),
+            Self::Rejected(_) | Self::UniqueViolation(_) | Self::InvalidValue(_) => {
+                self.to_string()
+            }
+            Self::Other(_) => "Internal database error".into(),
+        }
+    }
+
     /// The class as a metrics label.
     pub fn class(&self) -> &'static str {
         match self {
@@ -62,6 +92,7 @@ impl StoreError {
             Self::Conflict(_) => "conflict",
             Self::UniqueViolation(_) => "unique_violation",
             Self::Rejected(_) => "rejected",
+            Self::InvalidValue(_) => "invalid_value",
             Self::Timeout(_) => "timeout",
             Self::NotReady => "not_ready",
             Self::Other(_) => "other",
@@ -168,6 +199,23 @@ impl std::error::Error for DbError {
     }
 }
 
+/// The client's text for a value PostgreSQL refused (class 22), by SQLSTATE.
+fn value_refusal(code: Option<&SqlState>) -> &'static str {
+    match code.map(SqlState::code) {
+        // untranslatable_character, character_not_in_repertoire
+        Some("22P05" | "22021") => {
+            "invalid value: text holds a character that cannot be stored (NUL)"
+        }
+        // numeric_value_out_of_range
+        Some("22003") => "invalid value: a number is out of range",
+        // datetime_field_overflow, invalid_datetime_format, interval_field_overflow
+        Some("22008" | "22007" | "22015") => "invalid value: a time is out of range",
+        // string_data_right_truncation
+        Some("22001") => "invalid value: a text is too long",
+        _ => "invalid value: a value cannot be stored",
+    }
+}
+
 /// What a SQLSTATE means to the callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -175,6 +223,7 @@ enum Class {
     Conflict,
     Unique,
     Rejected,
+    Value,
     Timeout,
     NotReady,
     Other,
@@ -182,8 +231,8 @@ enum Class {
 
 /// Classifies a SQLSTATE: class 08, the shutdown/overload codes and a
 /// read-only server (a standby) mean the primary is not there, 40001/40P01 are worth retrying, 23505 is a duplicate
-/// row, our own `RAISE`s are refusals, a missing schema object means the
-/// migrations have not run.
+/// row, our own `RAISE`s are refusals, class 22 is a value the database
+/// cannot hold, a missing schema object means the migrations have not run.
 fn classify(code: &SqlState) -> Class {
     if code.code().starts_with("08")
         || *code == SqlState::ADMIN_SHUTDOWN
@@ -207,6 +256,9 @@ fn classify(code: &SqlState) -> Class {
         Class::Rejected
     } else if *code == SqlState::QUERY_CANCELED || *code == SqlState::LOCK_NOT_AVAILABLE {
         Class::Timeout
+    } else if code.code().starts_with("22") {
+        // data exception: a value of the request the database cannot hold
+        Class::Value
     } else if *code == SqlState::UNDEFINED_FUNCTION
         || *code == SqlState::UNDEFINED_TABLE
         || *code == SqlState::INVALID_SCHEMA_NAME
@@ -230,6 +282,7 @@ impl From<tokio_postgres::Error> for StoreError {
             Class::Conflict => Self::Conflict(source),
             Class::Unique => Self::UniqueViolation(source),
             Class::Rejected => Self::Rejected(source),
+            Class::Value => Self::InvalidValue(source),
             Class::Timeout => Self::Timeout(source),
             Class::NotReady => Self::NotReady,
             Class::Other => Self::Other(source),
@@ -307,7 +360,12 @@ mod tests {
             ("42883", Class::NotReady),
             ("42P01", Class::NotReady),
             ("3F000", Class::NotReady),
-            ("22P02", Class::Other),
+            ("22P02", Class::Value),
+            ("22P05", Class::Value),
+            ("22021", Class::Value),
+            ("22003", Class::Value),
+            ("22008", Class::Value),
+            ("XX000", Class::Other),
         ];
         for (code, want) in cases {
             assert_eq!(classify(&SqlState::from_code(code)), want, "{code}");

@@ -40,6 +40,7 @@ pub enum TxOutcome {
 pub struct TxFailure {
     /// Index of the operation that failed.
     pub failed_at: usize,
+    /// What the client reads (`StoreError::client_text`: never the server's message).
     pub message: String,
     /// Outcomes of the operations before the failing one (nothing of them was kept).
     pub done: Vec<TxOutcome>,
@@ -52,7 +53,7 @@ impl From<StoreError> for TxFailure {
     fn from(e: StoreError) -> Self {
         Self {
             failed_at: 0,
-            message: e.to_string(),
+            message: e.client_text(),
             done: Vec::new(),
             store: Some(e),
         }
@@ -113,10 +114,10 @@ pub(super) async fn run_operations(
                 i += 1;
             }
             Err((at, e)) => {
-                let refused = matches!(e, StoreError::Rejected(_) | StoreError::UniqueViolation(_));
+                let refused = e.is_refusal();
                 return Err(TxFailure {
                     failed_at: at,
-                    message: e.to_string(),
+                    message: e.client_text(),
                     done,
                     store: (!refused).then_some(e),
                 });

@@ -32,10 +32,10 @@ async fn post_raw(b: &TestBroker, path: &str, body: String) -> (StatusCode, Valu
 
 /// One answer read off a raw socket.
 #[derive(Debug)]
-struct RawAnswer {
-    status: u16,
-    head: String,
-    body: Vec<u8>,
+pub(crate) struct RawAnswer {
+    pub(crate) status: u16,
+    pub(crate) head: String,
+    pub(crate) body: Vec<u8>,
 }
 
 impl RawAnswer {
@@ -102,7 +102,7 @@ async fn read_answer(s: &mut (impl AsyncRead + Unpin)) -> Option<RawAnswer> {
 
 /// Sends `bytes` on a new connection and reads the answer (20 s at most),
 /// reading while it writes: the broker may answer before it read everything.
-async fn raw(b: &TestBroker, bytes: &[u8]) -> RawAnswer {
+pub(crate) async fn raw(b: &TestBroker, bytes: &[u8]) -> RawAnswer {
     let s = TcpStream::connect(b.addr).await.unwrap();
     let (mut rd, mut wr) = s.into_split();
     let bytes = bytes.to_vec();

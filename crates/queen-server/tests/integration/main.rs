@@ -24,6 +24,7 @@ mod groups;
 mod ha;
 mod ha_ephemeral;
 mod hostile;
+mod hostile_names;
 mod kv;
 mod lease;
 mod long_poll;

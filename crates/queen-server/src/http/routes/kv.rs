@@ -48,7 +48,7 @@ pub async fn kv(State(app): State<AppState>, body: Body) -> Result<Response, Sur
         .broker
         .kv(parsed.clone())
         .await
-        .map_err(|e| SurfaceError::from_broker(e, "kv_unavailable", "kv_error"))?;
+        .map_err(|e| SurfaceError::from_broker(e, "kv_bad_request", "kv_unavailable", "kv_error"))?;
     Ok(match outcome {
         KvOutcome::Done(results) => {
             let results: Vec<Value> = parsed
@@ -301,6 +301,9 @@ fn parse_op(v: &Value, in_transaction: bool) -> Result<KvOp, SurfaceError> {
             }
             op.after = match m.get("after") {
                 None | Some(Value::Null) => None,
+                Some(Value::String(s)) if s.contains('\0') => {
+                    return Err(bad("kv_bad_request", "after must not contain NUL"))
+                }
                 Some(Value::String(s)) => Some(s.clone()),
                 Some(_) => return Err(bad("kv_bad_request", "after must be a string")),
             };
@@ -343,6 +346,13 @@ fn parse_op(v: &Value, in_transaction: bool) -> Result<KvOp, SurfaceError> {
         let value = m
             .get("value")
             .ok_or_else(|| bad("kv_bad_request", "put needs a value (null is one)"))?;
+        // stored as jsonb, which holds no NUL (in a string or a key)
+        if let Some(at) = crate::http::limits::nul_in_json("value", value) {
+            return Err(bad(
+                "kv_bad_value",
+                format!("{at} must not contain NUL characters"),
+            ));
+        }
         if value.to_string().len() > MAX_VALUE_BYTES {
             return Err(SurfaceError::too_large(
                 "kv_value_too_large",
@@ -462,6 +472,20 @@ mod tests {
             "kv_tenant_not_an_input"
         );
         assert_eq!(refused(json!(3)), "kv_bad_request");
+        assert_eq!(
+            refused(json!({"op": "put", "ns": "a", "key": "k", "forever": true, "value": "a\u{0}b"})),
+            "kv_bad_value"
+        );
+        assert_eq!(
+            refused(
+                json!({"op": "put", "ns": "a", "key": "k", "forever": true, "value": {"k\u{0}": 1}})
+            ),
+            "kv_bad_value"
+        );
+        assert_eq!(
+            refused(json!({"op": "getPrefix", "ns": "a", "prefix": "p", "after": "a\u{0}"})),
+            "kv_bad_request"
+        );
     }
 
     #[test]

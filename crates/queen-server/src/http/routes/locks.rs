@@ -41,7 +41,7 @@ pub async fn locks(State(app): State<AppState>, body: Body) -> Result<Response, 
             .broker
             .lock_op(op)
             .await
-            .map_err(|e| SurfaceError::from_broker(e, "kv_unavailable", "kv_error"))?;
+            .map_err(|e| SurfaceError::from_broker(e, "locks_bad_request", "kv_unavailable", "kv_error"))?;
         results.push(element(i, op, &out));
     }
     Ok(Json(json!({ "results": results })).into_response())

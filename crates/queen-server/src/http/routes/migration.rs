@@ -178,9 +178,9 @@ pub async fn start(
         "Migration of schema {schema} to {}:{}/{} started",
         target.host, target.port, target.database
     );
-    app.db_copy
-        .start(
-            app.broker.store(),
+    app.broker
+        .start_db_copy(
+            &app.db_copy,
             Request {
                 target,
                 schema,
@@ -214,8 +214,8 @@ pub async fn validate(
     let target = endpoint(&map, false)?;
     let schema = schema(&map)?;
     let counts = app
-        .db_copy
-        .validate(app.broker.store(), &app.broker.config().db, target, schema)
+        .broker
+        .validate_db_copy(&app.db_copy, target, schema)
         .await?;
     let tables: Vec<TableMatch> = counts
         .into_iter()

@@ -52,7 +52,7 @@ fn bad(reason: &str, detail: impl Into<String>) -> SurfaceError {
 }
 
 fn unavailable(e: crate::broker::BrokerError) -> SurfaceError {
-    SurfaceError::from_broker(e, "timers_unavailable", "timers_error")
+    SurfaceError::from_broker(e, "timers_bad_request", "timers_unavailable", "timers_error")
 }
 
 pub async fn schedule(
@@ -109,6 +109,8 @@ pub async fn peek(
     Path((queue, key)): Path<(String, String)>,
 ) -> Response {
     let run = async {
+        queue_of(&queue)?;
+        key_of(Some(&Value::String(key.clone())))?;
         let row = app
             .broker
             .timer_peek(&queue, &key)
@@ -135,6 +137,7 @@ pub async fn list(
     Query(q): Query<QueryMap>,
 ) -> Response {
     let run = async {
+        queue_of(&queue)?;
         let after = q.get("after").filter(|a| !a.is_empty()).map(String::as_str);
         let limit = q
             .get("limit")
@@ -251,11 +254,17 @@ fn queue_of(s: &str) -> Result<queen_proto::QueueName, SurfaceError> {
     queen_proto::QueueName::new(s).map_err(|e| bad("timers_bad_queue", e.to_string()))
 }
 
+/// A timer key: it travels in the path of peek and cancel with its `/` kept
+/// literal, so a key with a segment a URL path rewrites is refused
+/// (`queen_proto::names::path_problem`).
 fn key_of(v: Option<&Value>) -> Result<String, SurfaceError> {
     match v {
         Some(Value::String(s))
             if !s.is_empty() && !s.contains('\0') && s.len() <= MAX_KEY_BYTES =>
         {
+            if let Some(p) = queen_proto::names::path_problem(s) {
+                return Err(bad("timers_bad_key", format!("timerKey {p}")));
+            }
             Ok(s.clone())
         }
         None | Some(Value::Null) => Err(bad("timers_key_required", "timerKey is required")),
@@ -271,10 +280,14 @@ fn key_of(v: Option<&Value>) -> Result<String, SurfaceError> {
 fn txn_of(m: &Map<String, Value>) -> Result<Option<String>, SurfaceError> {
     match m.get("txn") {
         None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) if !s.is_empty() && s.len() <= 255 => Ok(Some(s.clone())),
+        Some(Value::String(s))
+            if !s.is_empty() && !s.contains('\0') && s.chars().count() <= 255 =>
+        {
+            Ok(Some(s.clone()))
+        }
         _ => Err(bad(
             "timers_bad_txn",
-            "txn must be a non-empty string of at most 255 characters",
+            "txn must be a non-empty string of at most 255 characters without NUL",
         )),
     }
 }
@@ -369,9 +382,12 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Surface
         None | Some(Value::Null) => {
             return Err(bad("timers_delay_required", "delayMs is required"))
         }
+        // a delay <= 0 fires at the next sweep: clamped to 0, so no
+        // negative delay (i64::MIN included) reaches the database's clock
         Some(Value::Number(n)) => n
             .as_i64()
-            .ok_or_else(|| bad("timers_bad_delay", "delayMs must be an integer"))?,
+            .ok_or_else(|| bad("timers_bad_delay", "delayMs must be an integer"))?
+            .max(0),
         Some(_) => return Err(bad("timers_bad_delay", "delayMs must be an integer")),
     };
     if delay_ms > HORIZON_MS {
@@ -465,6 +481,17 @@ mod tests {
             "timers_bad_partition"
         );
         assert_eq!(refused(with("timerKey", json!(""))).1, "timers_bad_key");
+        for key in ["d/./x", "..", "a/", "/a", "a//b", "%2e%2E/x"] {
+            assert_eq!(refused(with("timerKey", json!(key))).1, "timers_bad_key");
+        }
+        assert_eq!(refused(with("queue", json!("."))).1, "timers_bad_queue");
+        assert_eq!(refused(with("txn", json!("t\u{0}x"))).1, "timers_bad_txn");
+        for delay in [json!(-1_000_000_000_000_000_i64), json!(i64::MIN)] {
+            let Ok(reqs) = parse_ops(&[with("delayMs", delay)], None) else {
+                panic!("a negative delay is clamped, not refused");
+            };
+            assert!(matches!(reqs[0], TimerReq::Schedule { delay_ms: 0, .. }));
+        }
         let raw = base64::engine::general_purpose::STANDARD.encode(b"not json");
         assert_eq!(
             refused(with("payload", json!(raw))).1,
