@@ -44,8 +44,7 @@ pub(super) fn read_jobs(r: &Reader<'_>) -> Result<JobsConfig, ConfigError> {
         )?)
         .unwrap_or(i64::MAX),
         ephemeral_idle: {
-            let secs: u64 =
-                r.parsed("EPHEMERAL_IDLE_SECONDS", defaults::EPHEMERAL_IDLE_SECONDS)?;
+            let secs: u64 = r.parsed("EPHEMERAL_IDLE_SECONDS", defaults::EPHEMERAL_IDLE_SECONDS)?;
             // a pop refreshes a queue's touch at most once a second
             // (ephemeral_pop.sql): a shorter idle period could collect a
             // queue a pop is using

@@ -154,8 +154,7 @@ pub fn target_error(req: &Request) -> Option<ApiError> {
 /// created under.
 fn path_rewritten(name: &dyn Fn() -> String, decoded: &[u8]) -> Option<ApiError> {
     let text = std::str::from_utf8(decoded).ok()?;
-    queen_proto::names::path_problem(text)
-        .map(|p| ApiError::bad_request(format!("{} {p}", name())))
+    queen_proto::names::path_problem(text).map(|p| ApiError::bad_request(format!("{} {p}", name())))
 }
 
 /// `transaction_id` → `transactionId`: path parameters named as the API's fields.

@@ -86,7 +86,11 @@ pub fn spawn_all(
     ));
     set.spawn(eviction::run(broker.clone(), store.clone(), cancel.clone()));
     set.spawn(timers::run(broker.clone(), store.clone(), cancel.clone()));
-    set.spawn(ephemeral::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(ephemeral::run(
+        broker.clone(),
+        store.clone(),
+        cancel.clone(),
+    ));
     set.spawn(db_watchdog::run(
         store.clone(),
         spool.clone(),

@@ -51,11 +51,18 @@ async fn the_broker_wide_bound_refuses_with_503_and_frees_what_pops_free() {
         assert_eq!(body["code"], "ephemeral_unavailable", "{body}");
         assert!(body["error"].as_str().unwrap().contains("3000"), "{body}");
     }
-    let held = count(&client, "SELECT coalesce(sum(bytes), 0) FROM queen.ephemeral_messages").await;
+    let held = count(
+        &client,
+        "SELECT coalesce(sum(bytes), 0) FROM queen.ephemeral_messages",
+    )
+    .await;
     assert_eq!(held, 3000, "nothing of the refused pushes was stored");
     // a pop with autoAck frees b1's message; after a sweep the bytes count again
     let (s, body) = b.get("/api/v1/ephemeral/pop?queue=b1&autoAck=true").await;
-    assert_eq!((s, body["messages"].as_array().map(Vec::len)), (StatusCode::OK, Some(1)));
+    assert_eq!(
+        (s, body["messages"].as_array().map(Vec::len)),
+        (StatusCode::OK, Some(1))
+    );
     let mut pushed = false;
     for _ in 0..50 {
         sleep_ms(100).await;
@@ -80,7 +87,9 @@ async fn idle_implicit_queues_are_collected_and_the_others_kept() {
     let client = db.client().await.unwrap();
     // pops of unknown names create 30 implicit queues
     for i in 0..30 {
-        let (s, _) = b.get(&format!("/api/v1/ephemeral/pop?queue=idle-{i}&group=g")).await;
+        let (s, _) = b
+            .get(&format!("/api/v1/ephemeral/pop?queue=idle-{i}&group=g"))
+            .await;
         assert_eq!(s, StatusCode::OK);
     }
     // kept: a declared queue that was popped, one with a message, one popped every 300 ms
@@ -105,13 +114,24 @@ async fn idle_implicit_queues_are_collected_and_the_others_kept() {
     let want: std::collections::BTreeSet<String> =
         ["busy", "declared", "holding"].map(String::from).into();
     assert_eq!(left, want);
-    for t in ["ephemeral_groups", "ephemeral_partitions", "ephemeral_cursors"] {
-        let n = count(&client, &format!("SELECT count(*) FROM queen.{t} WHERE queue LIKE 'idle-%'")).await;
+    for t in [
+        "ephemeral_groups",
+        "ephemeral_partitions",
+        "ephemeral_cursors",
+    ] {
+        let n = count(
+            &client,
+            &format!("SELECT count(*) FROM queen.{t} WHERE queue LIKE 'idle-%'"),
+        )
+        .await;
         assert_eq!(n, 0, "{t}");
     }
     // a collected queue is gone (depth 404), and a pop creates it again
     let (s, body) = b.get("/api/v1/ephemeral/queues/idle-3/depth").await;
-    assert_eq!((s, body["code"].clone()), (StatusCode::NOT_FOUND, json!("ephemeral_queue_not_found")));
+    assert_eq!(
+        (s, body["code"].clone()),
+        (StatusCode::NOT_FOUND, json!("ephemeral_queue_not_found"))
+    );
     let (s, _) = b.get("/api/v1/ephemeral/pop?queue=idle-3").await;
     assert_eq!(s, StatusCode::OK);
     let (s, _) = b.get("/api/v1/ephemeral/queues/idle-3/depth").await;
@@ -149,7 +169,11 @@ async fn listing_two_thousand_queues_takes_one_database_call() {
     let (s, body) = b.get("/api/v1/ephemeral/queues").await;
     let took = started.elapsed();
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(calls().await - before, 1.0, "one database call (three statements)");
+    assert_eq!(
+        calls().await - before,
+        1.0,
+        "one database call (three statements)"
+    );
     assert!(took < Duration::from_secs(2), "{took:?}");
     assert_eq!(body["count"], 2001);
     let all = body["queues"].as_array().unwrap();
@@ -157,8 +181,16 @@ async fn listing_two_thousand_queues_takes_one_database_call() {
     assert_eq!(all[0]["tier"], "declared");
     assert_eq!(all[0]["options"]["maxLength"], 5);
     let q7 = all.iter().find(|q| q["queue"] == "many-0007").unwrap();
-    assert_eq!((q7["depth"].clone(), q7["bytes"].clone(), q7["groups"].clone(), q7["partitions"].clone()),
-        (json!(3), json!(15), json!(2), json!(1)), "{q7}");
+    assert_eq!(
+        (
+            q7["depth"].clone(),
+            q7["bytes"].clone(),
+            q7["groups"].clone(),
+            q7["partitions"].clone()
+        ),
+        (json!(3), json!(15), json!(2), json!(1)),
+        "{q7}"
+    );
     assert_eq!(body["cellBytes"], 15);
     b.stop().await;
 }

@@ -57,25 +57,41 @@ async fn names_and_keys_a_url_path_rewrites_are_refused_where_they_are_created()
     // timers: a key with a dot or empty segment, a queue named "."
     for key in ["d/./x", "dots/../x", "..", "x/", "/x", "a//b", "%2e/x"] {
         let (s, body) = b
-            .post("/api/v1/timers", &json!({"operations": [schedule(&q, key, json!(60_000))]}))
+            .post(
+                "/api/v1/timers",
+                &json!({"operations": [schedule(&q, key, json!(60_000))]}),
+            )
             .await;
         let body = refused(s, &body);
         assert_eq!(body["reason"], "timers_bad_key", "{key}: {body}");
-        assert!(body["detail"].as_str().unwrap().contains("timerKey"), "{body}");
+        assert!(
+            body["detail"].as_str().unwrap().contains("timerKey"),
+            "{body}"
+        );
     }
     let (s, body) = b
-        .post("/api/v1/timers", &json!([schedule(".", "Q2/k", json!(60_000))]))
+        .post(
+            "/api/v1/timers",
+            &json!([schedule(".", "Q2/k", json!(60_000))]),
+        )
         .await;
     assert_eq!(refused(s, &body)["reason"], "timers_bad_queue");
     assert_eq!(count(&client, "SELECT count(*) FROM queen.timers").await, 0);
 
     // a key with a `/` that survives the trip is addressable as itself
     let (s, _) = b
-        .post("/api/v1/timers", &json!([schedule(&q, "d/x", json!(60_000))]))
+        .post(
+            "/api/v1/timers",
+            &json!([schedule(&q, "d/x", json!(60_000))]),
+        )
         .await;
     assert_eq!(s, StatusCode::OK);
     let (s, body) = b.get(&format!("/api/v1/timers/{q}/d/x")).await;
-    assert_eq!((s, body["found"].clone()), (StatusCode::OK, json!(true)), "{body}");
+    assert_eq!(
+        (s, body["found"].clone()),
+        (StatusCode::OK, json!(true)),
+        "{body}"
+    );
     // a raw path with a dot segment (no client would send it) is refused, not
     // read as another key
     let a = raw_request(&b, "GET", &format!("/api/v1/timers/{q}/d/./x"), None).await;
@@ -92,7 +108,11 @@ async fn names_and_keys_a_url_path_rewrites_are_refused_where_they_are_created()
         json!({"queue": "eq", "partition": "..", "messages": [{"payload": 1}]}),
     ] {
         let (s, answer) = b.post("/api/v1/ephemeral/push", &body).await;
-        assert_eq!(refused(s, &answer)["code"], "ephemeral_bad_request", "{body}");
+        assert_eq!(
+            refused(s, &answer)["code"],
+            "ephemeral_bad_request",
+            "{body}"
+        );
     }
     let (s, answer) = b
         .post("/api/v1/ephemeral/configure", &json!({"queue": "./x"}))
@@ -100,22 +120,40 @@ async fn names_and_keys_a_url_path_rewrites_are_refused_where_they_are_created()
     assert_eq!(refused(s, &answer)["code"], "ephemeral_bad_request");
     let (s, answer) = b.get("/api/v1/ephemeral/pop?queue=..&wait=false").await;
     assert_eq!(refused(s, &answer)["code"], "ephemeral_bad_request");
-    let (s, answer) = b.get("/api/v1/ephemeral/pop?queue=eq&group=g/&wait=false").await;
+    let (s, answer) = b
+        .get("/api/v1/ephemeral/pop?queue=eq&group=g/&wait=false")
+        .await;
     assert_eq!(refused(s, &answer)["code"], "ephemeral_bad_request");
-    for table in ["ephemeral_queues", "ephemeral_declarations", "ephemeral_messages"] {
+    for table in [
+        "ephemeral_queues",
+        "ephemeral_declarations",
+        "ephemeral_messages",
+    ] {
         let n = count(&client, &format!("SELECT count(*) FROM queen.{table}")).await;
         assert_eq!(n, 0, "{table}");
     }
 
     // queue, partition and consumer group names on the core routes
     let (s, body) = b
-        .post("/api/v1/push", &json!({"items": [{"queue": "a/../b", "payload": 1}]}))
+        .post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "a/../b", "payload": 1}]}),
+        )
         .await;
-    assert!(refused(s, &body)["error"].as_str().unwrap().starts_with("queue must not be"));
+    assert!(refused(s, &body)["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("queue must not be"));
     let (s, body) = b
-        .post("/api/v1/push", &json!({"items": [{"queue": "ok", "partition": "p/", "payload": 1}]}))
+        .post(
+            "/api/v1/push",
+            &json!({"items": [{"queue": "ok", "partition": "p/", "payload": 1}]}),
+        )
         .await;
-    assert!(refused(s, &body)["error"].as_str().unwrap().starts_with("partition must not"));
+    assert!(refused(s, &body)["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("partition must not"));
     let (s, body) = b.post("/api/v1/configure", &json!({"queue": "."})).await;
     refused(s, &body);
     let (s, body) = b
@@ -125,13 +163,27 @@ async fn names_and_keys_a_url_path_rewrites_are_refused_where_they_are_created()
         )
         .await;
     refused(s, &body);
-    let (s, body) = b.get("/api/v1/pop/queue/ok?consumerGroup=..&wait=false").await;
-    assert!(refused(s, &body)["error"].as_str().unwrap().starts_with("consumerGroup"));
     let (s, body) = b
-        .post("/api/v1/traces", &json!({"partitionId": uuid::Uuid::new_v4(), "transactionId": "t",
-            "traceName": "..", "data": {}}))
+        .get("/api/v1/pop/queue/ok?consumerGroup=..&wait=false")
         .await;
-    assert!(refused(s, &body)["error"].as_str().unwrap().contains("traceName"), "{body}");
+    assert!(refused(s, &body)["error"]
+        .as_str()
+        .unwrap()
+        .starts_with("consumerGroup"));
+    let (s, body) = b
+        .post(
+            "/api/v1/traces",
+            &json!({"partitionId": uuid::Uuid::new_v4(), "transactionId": "t",
+            "traceName": "..", "data": {}}),
+        )
+        .await;
+    assert!(
+        refused(s, &body)["error"]
+            .as_str()
+            .unwrap()
+            .contains("traceName"),
+        "{body}"
+    );
     // a path parameter naming such a resource: 400, after percent-decoding
     for path in [
         "/api/v1/resources/queues/%2E%2E",
@@ -141,9 +193,19 @@ async fn names_and_keys_a_url_path_rewrites_are_refused_where_they_are_created()
         "/api/v1/pop/queue/q/partition/%2e?wait=false",
     ] {
         let a = raw_request(&b, "GET", path, None).await;
-        assert_eq!(a.status, 400, "{path}: {}", String::from_utf8_lossy(&a.body));
+        assert_eq!(
+            a.status,
+            400,
+            "{path}: {}",
+            String::from_utf8_lossy(&a.body)
+        );
     }
-    for table in ["queues", "partitions", "message_traces", "consumer_subscriptions"] {
+    for table in [
+        "queues",
+        "partitions",
+        "message_traces",
+        "consumer_subscriptions",
+    ] {
         let n = count(&client, &format!("SELECT count(*) FROM queen.{table}")).await;
         assert_eq!(n, 0, "{table}");
     }
@@ -162,18 +224,38 @@ async fn values_the_database_cannot_hold_are_refused_naming_the_field() {
         (json!({"k\u{0}": 1}), "value (an object key)"),
         (json!({"a": [1, {"b": "\u{0}"}]}), "value.a[1].b"),
     ] {
-        let (s, body) = b.post("/api/v1/kv", &json!([put("ok", json!(1)), put("k", value)])).await;
+        let (s, body) = b
+            .post("/api/v1/kv", &json!([put("ok", json!(1)), put("k", value)]))
+            .await;
         let body = refused(s, &body);
-        assert_eq!((body["error"].as_str(), body["reason"].as_str()), (Some("kv_bad_request"), Some("kv_bad_value")));
-        assert!(body["detail"].as_str().unwrap().contains(&format!("{field} must not contain NUL")), "{body}");
+        assert_eq!(
+            (body["error"].as_str(), body["reason"].as_str()),
+            (Some("kv_bad_request"), Some("kv_bad_value"))
+        );
+        assert!(
+            body["detail"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("{field} must not contain NUL")),
+            "{body}"
+        );
     }
     let (s, body) = b
-        .post("/api/v1/kv", &json!([{"op": "getPrefix", "ns": "h", "prefix": "a", "after": "a\u{0}"}]))
+        .post(
+            "/api/v1/kv",
+            &json!([{"op": "getPrefix", "ns": "h", "prefix": "a", "after": "a\u{0}"}]),
+        )
         .await;
-    assert!(refused(s, &body)["detail"].as_str().unwrap().contains("after"));
+    assert!(refused(s, &body)["detail"]
+        .as_str()
+        .unwrap()
+        .contains("after"));
     // the same inside /transaction's kv rider
     let (s, body) = b
-        .post("/api/v1/transaction", &json!({"operations": [], "kv": [put("k", json!("a\u{0}"))]}))
+        .post(
+            "/api/v1/transaction",
+            &json!({"operations": [], "kv": [put("k", json!("a\u{0}"))]}),
+        )
         .await;
     assert!(s.is_client_error(), "{s} {body}");
     assert_eq!(count(&client, "SELECT count(*) FROM queen.kv").await, 0);
@@ -186,44 +268,80 @@ async fn values_the_database_cannot_hold_are_refused_naming_the_field() {
     assert_eq!(count(&client, "SELECT count(*) FROM queen.timers").await, 0);
 
     // incr past what a JSON number holds: 400 naming delta, nothing applied
-    let (s, _) = b.post("/api/v1/kv", &json!([put("big", json!(1e308))])).await;
+    let (s, _) = b
+        .post("/api/v1/kv", &json!([put("big", json!(1e308))]))
+        .await;
     assert_eq!(s, StatusCode::OK);
     let (s, body) = b
-        .post("/api/v1/kv", &json!([put("other", json!(2)),
-            {"op": "incr", "ns": "h", "key": "big", "delta": 1e308, "forever": true}]))
+        .post(
+            "/api/v1/kv",
+            &json!([put("other", json!(2)),
+            {"op": "incr", "ns": "h", "key": "big", "delta": 1e308, "forever": true}]),
+        )
         .await;
     let body = refused(s, &body);
     assert_eq!(body["error"], "kv_bad_request");
-    assert!(body["detail"].as_str().unwrap().starts_with("delta:"), "{body}");
-    let (_, got) = b.post("/api/v1/kv", &json!([{"op": "get", "ns": "h", "key": "big"}])).await;
+    assert!(
+        body["detail"].as_str().unwrap().starts_with("delta:"),
+        "{body}"
+    );
+    let (_, got) = b
+        .post(
+            "/api/v1/kv",
+            &json!([{"op": "get", "ns": "h", "key": "big"}]),
+        )
+        .await;
     assert_eq!(got["results"][0]["value"], json!(1e308), "{got}");
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.kv WHERE key = 'other'").await, 0);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.kv WHERE key = 'other'").await,
+        0
+    );
     // exact decimals within range
     let (_, got) = b
-        .post("/api/v1/kv", &json!([{"op": "incr", "ns": "h", "key": "dec", "delta": 0.1, "forever": true}]))
+        .post(
+            "/api/v1/kv",
+            &json!([{"op": "incr", "ns": "h", "key": "dec", "delta": 0.1, "forever": true}]),
+        )
         .await;
     assert_eq!(got["results"][0]["value"], json!(0.1));
     let (_, got) = b
-        .post("/api/v1/kv", &json!([{"op": "incr", "ns": "h", "key": "dec", "delta": 0.2, "forever": true}]))
+        .post(
+            "/api/v1/kv",
+            &json!([{"op": "incr", "ns": "h", "key": "dec", "delta": 0.2, "forever": true}]),
+        )
         .await;
     assert_eq!(got["results"][0]["value"], json!(0.3));
 
     // a delay far below zero fires at the next sweep (the docs' "<= 0")
     let q = unique("neg");
     let (s, body) = b
-        .post("/api/v1/timers", &json!([schedule(&q, "a", json!(-1_000_000_000_000_000_i64)),
-            schedule(&q, "b", json!(i64::MIN))]))
+        .post(
+            "/api/v1/timers",
+            &json!([
+                schedule(&q, "a", json!(-1_000_000_000_000_000_i64)),
+                schedule(&q, "b", json!(i64::MIN))
+            ]),
+        )
         .await;
     assert_eq!(s, StatusCode::OK, "{body}");
     let (s, body) = b
-        .post("/api/v1/transaction", &json!({"operations": [],
-            "timers": [schedule(&q, "c", json!(i64::MIN))]}))
+        .post(
+            "/api/v1/transaction",
+            &json!({"operations": [],
+            "timers": [schedule(&q, "c", json!(i64::MIN))]}),
+        )
         .await;
-    assert_eq!((s, body["success"].clone()), (StatusCode::OK, json!(true)), "{body}");
+    assert_eq!(
+        (s, body["success"].clone()),
+        (StatusCode::OK, json!(true)),
+        "{body}"
+    );
     let deadline = Instant::now() + Duration::from_secs(15);
     let mut got = Vec::new();
     while got.len() < 3 && Instant::now() < deadline {
-        let (s, body) = b.get(&pop_path(&q, None, "batch=10&wait=false&autoAck=true")).await;
+        let (s, body) = b
+            .get(&pop_path(&q, None, "batch=10&wait=false&autoAck=true"))
+            .await;
         if s == StatusCode::OK {
             got.extend(messages(&body));
         } else {

@@ -44,11 +44,9 @@ pub async fn kv(State(app): State<AppState>, body: Body) -> Result<Response, Sur
     )
     .await?;
     let parsed = parse_ops(&ops, MAX_OPS, MAX_KEYS, false)?;
-    let outcome = app
-        .broker
-        .kv(parsed.clone())
-        .await
-        .map_err(|e| SurfaceError::from_broker(e, "kv_bad_request", "kv_unavailable", "kv_error"))?;
+    let outcome = app.broker.kv(parsed.clone()).await.map_err(|e| {
+        SurfaceError::from_broker(e, "kv_bad_request", "kv_unavailable", "kv_error")
+    })?;
     Ok(match outcome {
         KvOutcome::Done(results) => {
             let results: Vec<Value> = parsed
@@ -473,7 +471,9 @@ mod tests {
         );
         assert_eq!(refused(json!(3)), "kv_bad_request");
         assert_eq!(
-            refused(json!({"op": "put", "ns": "a", "key": "k", "forever": true, "value": "a\u{0}b"})),
+            refused(
+                json!({"op": "put", "ns": "a", "key": "k", "forever": true, "value": "a\u{0}b"})
+            ),
             "kv_bad_value"
         );
         assert_eq!(

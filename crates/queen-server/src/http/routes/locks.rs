@@ -37,11 +37,9 @@ pub async fn locks(State(app): State<AppState>, body: Body) -> Result<Response, 
     let parsed = parse_ops(&ops)?;
     let mut results = Vec::with_capacity(parsed.len());
     for (i, op) in parsed.iter().enumerate() {
-        let out = app
-            .broker
-            .lock_op(op)
-            .await
-            .map_err(|e| SurfaceError::from_broker(e, "locks_bad_request", "kv_unavailable", "kv_error"))?;
+        let out = app.broker.lock_op(op).await.map_err(|e| {
+            SurfaceError::from_broker(e, "locks_bad_request", "kv_unavailable", "kv_error")
+        })?;
         results.push(element(i, op, &out));
     }
     Ok(Json(json!({ "results": results })).into_response())

@@ -52,7 +52,12 @@ fn bad(reason: &str, detail: impl Into<String>) -> SurfaceError {
 }
 
 fn unavailable(e: crate::broker::BrokerError) -> SurfaceError {
-    SurfaceError::from_broker(e, "timers_bad_request", "timers_unavailable", "timers_error")
+    SurfaceError::from_broker(
+        e,
+        "timers_bad_request",
+        "timers_unavailable",
+        "timers_error",
+    )
 }
 
 pub async fn schedule(
