@@ -345,11 +345,23 @@ impl Api {
     /// Push with a body the caller serialized (`{"items":[...]}` of `items`
     /// items). Returns how many were `queued`; anything else is an error.
     pub async fn push_raw(&self, body: String, items: usize) -> Result<u64> {
+        self.push_bytes(body.into_bytes(), "application/json", items)
+            .await
+    }
+
+    /// Pushes a binary push body (`QPB1`) of `items` items; the answer is the
+    /// same as for JSON.
+    pub async fn push_binary(&self, body: Vec<u8>, items: usize) -> Result<u64> {
+        self.push_bytes(body, queen_proto::push_binary::CONTENT_TYPE, items)
+            .await
+    }
+
+    async fn push_bytes(&self, body: Vec<u8>, content_type: &str, items: usize) -> Result<u64> {
         const WHAT: &str = "POST /api/v1/push";
         let resp = self
             .http
             .post(self.url(&["api", "v1", "push"])?)
-            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_TYPE, content_type)
             .body(body)
             .send()
             .await;

@@ -319,18 +319,22 @@ fn consumer_details(r: &mut ScenarioResult, out: &LoadOutcome) {
 }
 
 /// The partition and transactionId tokens of a case's id: `p16` or `pnew`,
-/// then `/anon` when pushes carry no transactionId.
+/// then `/anon` when pushes carry no transactionId, then `/bin` or `/binz`
+/// when Queen's pushes are binary bodies.
 fn shape_id(case: &Case, partitions: u32) -> String {
-    let parts = if case.fresh {
+    let mut id = if case.fresh {
         "pnew".to_owned()
     } else {
         format!("p{partitions}")
     };
     if case.anon {
-        format!("{parts}/anon")
-    } else {
-        parts
+        id.push_str("/anon");
     }
+    if case.body != load::PushBody::Json {
+        id.push('/');
+        id.push_str(case.body.token());
+    }
+    id
 }
 
 /// How a queue of `case` is readied: fresh partitions are made by the load.
@@ -385,7 +389,12 @@ pub async fn push_case(suite: &mut Suite, system: System, text: &str) -> Result<
         spec.producers, spec.batch, spec.partitions, spec.messages, spec.seconds
     );
     on_stage!(suite, system, "push", |stage| {
-        let run = RunState::shaped(suite::queue_name("push"), spec.messages, case.anon);
+        let run = RunState::shaped_with(
+            suite::queue_name("push"),
+            spec.messages,
+            case.anon,
+            case.body,
+        );
         let l = layout(&run, spec.partitions, vec![None], suite);
         stage.prepare(l, warm_for(&case, Warm::Partitions)).await?;
         stage.ready(suite).await?;
@@ -422,7 +431,7 @@ pub async fn pop_ack_case(suite: &mut Suite, system: System, text: &str) -> Resu
         consume.consumers_per_group, consume.batch
     );
     on_stage!(suite, system, "popack", |stage| {
-        let run = RunState::shaped(suite::queue_name("popack"), fill, case.anon);
+        let run = RunState::shaped_with(suite::queue_name("popack"), fill, case.anon, case.body);
         stage
             .prepare(layout(&run, partitions, vec![None], suite), Warm::No)
             .await?;
@@ -529,7 +538,7 @@ pub async fn live_case(
         rate.map_or_else(|| "flat out".to_owned(), |r| format!("offered {r:.0} msg/s"))
     );
     on_stage!(suite, system, kind, |stage| {
-        let run = RunState::shaped(suite::queue_name(kind), messages, case.anon);
+        let run = RunState::shaped_with(suite::queue_name(kind), messages, case.anon, case.body);
         let l = layout(&run, partitions, consume.groups.clone(), suite);
         // Queue mode: create the partitions, then take the warm-up messages
         // away again; fan-out groups would each have to drain them.

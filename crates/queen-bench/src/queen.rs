@@ -1,4 +1,5 @@
-//! Queen as a [`Target`] of the load engine: pushes over `POST /api/v1/push`,
+//! Queen as a [`Target`] of the load engine: pushes over `POST /api/v1/push`
+//! (JSON, or the binary body when the case says `bin`/`binz`),
 //! wildcard long-poll pops and `ack/batch`, all over HTTP v1.
 
 use std::sync::Arc;
@@ -64,8 +65,19 @@ impl Target for QueenTarget {
 impl load::Producer for QueenProducer {
     async fn push(&mut self, partition: u64, first: u64, last: u64) -> Result<u64> {
         let name = load::partition_name(partition);
-        let body = load::push_body(&self.run, &name, first, last, self.payload_bytes);
-        self.api.push_raw(body, (last - first) as usize).await
+        let n = (last - first) as usize;
+        let (run, bytes) = (&self.run, self.payload_bytes);
+        match run.body {
+            load::PushBody::Json => {
+                let body = load::push_body(run, &name, first, last, bytes);
+                self.api.push_raw(body, n).await
+            }
+            zstd @ (load::PushBody::Binary | load::PushBody::BinaryZstd) => {
+                let zstd = zstd == load::PushBody::BinaryZstd;
+                let body = load::push_body_binary(run, &name, first, last, bytes, zstd)?;
+                self.api.push_binary(body, n).await
+            }
+        }
     }
 }
 

@@ -27,7 +27,9 @@ mod loops;
 mod payload;
 
 use loops::{consume_loop, produce_loop, spawn_progress};
-pub use payload::{parse_seq, partition_name, payload_for, push_body, salt, txid};
+pub use payload::{
+    parse_seq, partition_name, payload_for, push_body, push_body_binary, salt, txid, PushBody,
+};
 /// A system under test, as the engine drives it: it hands out one
 /// connected producer per producing task and one consumer per consuming
 /// task, before the clock starts.
@@ -74,6 +76,8 @@ pub struct RunState {
     /// Pushes carry no transactionId: a message's number is in its payload
     /// (`{"seq":N,"pad":"…"}`, the peers' body) and the broker mints the id.
     pub anon: bool,
+    /// How Queen's pushes are written (peers ignore it).
+    pub body: PushBody,
     pub t0: Instant,
     /// Nanoseconds since `t0` (+1) when the push of message `seq` was answered; 0 = not yet.
     answered: Vec<AtomicU64>,
@@ -86,11 +90,17 @@ impl RunState {
 
     /// A run whose pushes carry no transactionId when `anon`.
     pub fn shaped(queue: String, capacity: u64, anon: bool) -> Arc<Self> {
+        Self::shaped_with(queue, capacity, anon, PushBody::Json)
+    }
+
+    /// [`RunState::shaped`] whose Queen pushes are written as `body`.
+    pub fn shaped_with(queue: String, capacity: u64, anon: bool, body: PushBody) -> Arc<Self> {
         let prefix = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
         Arc::new(Self {
             prefix,
             queue,
             anon,
+            body,
             t0: Instant::now(),
             answered: (0..capacity).map(|_| AtomicU64::new(0)).collect(),
         })
@@ -476,6 +486,33 @@ mod tests {
         assert_eq!(items[0]["partition"], "p3");
         let t = items[2]["transactionId"].as_str().unwrap();
         assert_eq!(parse_seq(&run.prefix, t), Some(4));
+    }
+
+    #[test]
+    fn binary_push_bodies_carry_the_json_items() {
+        use queen_proto::push_binary::{decode_push, Limits};
+        let limits = Limits {
+            max_decoded_bytes: 1 << 20,
+            max_payload_depth: 64,
+            max_items: 100,
+        };
+        let run = RunState::new("q".into(), 10);
+        let json: serde_json::Value =
+            serde_json::from_str(&push_body(&run, "p3", 2, 5, 20)).unwrap();
+        for zstd in [false, true] {
+            let bytes = push_body_binary(&run, "p3", 2, 5, 20, zstd).unwrap();
+            let body = decode_push(&bytes, &limits).unwrap();
+            assert_eq!(body.items.len(), 3);
+            for (item, want) in body.items.iter().zip(json["items"].as_array().unwrap()) {
+                assert_eq!(item.partition.as_str(), "p3");
+                assert_eq!(
+                    item.transaction_id.as_deref(),
+                    want["transactionId"].as_str()
+                );
+                assert_eq!(item.payload, want["payload"].to_string());
+                assert_eq!(item.message_id.is_some(), zstd);
+            }
+        }
     }
 
     #[test]

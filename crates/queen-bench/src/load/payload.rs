@@ -1,6 +1,32 @@
 //! Message identity and payloads: transaction ids, sequence numbers, the salted payload bytes, push bodies.
 
+use queen_proto::push_binary::{self, Batch, Form, Message};
+
 use super::RunState;
+
+/// How Queen's pushes are written: the JSON body, or the binary body of the
+/// 2.6 clients (docs/http-api.md, "Binary push and transaction bodies").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PushBody {
+    #[default]
+    Json,
+    /// Case token `bin`: `QPB1` flags 4, what `binary_push=True` sends.
+    Binary,
+    /// Case token `binz`: `QPB1` flags 8, zstd frames with client-minted
+    /// message ids, what `push_compression=True` adds.
+    BinaryZstd,
+}
+
+impl PushBody {
+    /// The case token (`""` for JSON).
+    pub fn token(self) -> &'static str {
+        match self {
+            Self::Json => "",
+            Self::Binary => "bin",
+            Self::BinaryZstd => "binz",
+        }
+    }
+}
 
 pub fn txid(prefix: &str, seq: u64) -> String {
     format!("{prefix}-0000-7000-8000-{seq:012x}")
@@ -96,6 +122,50 @@ pub fn push_body(
     }
     body.push_str("]}");
     body
+}
+
+/// The binary push body (`QPB1`) for messages `first..last` of a run, all to
+/// one partition: the same transaction ids and payloads as [`push_body`].
+/// The zstd form mints a UUIDv7 per message, as the client does.
+pub fn push_body_binary(
+    run: &RunState,
+    partition: &str,
+    first: u64,
+    last: u64,
+    payload_bytes: usize,
+    zstd: bool,
+) -> anyhow::Result<Vec<u8>> {
+    let salt = salt(&run.prefix);
+    let texts: Vec<(String, Vec<u8>)> = (first..last)
+        .map(|seq| {
+            if run.anon {
+                (String::new(), crate::peers::body(payload_bytes, seq, salt))
+            } else {
+                (
+                    txid(&run.prefix, seq),
+                    payload_for(payload_bytes, seq, salt).into_bytes(),
+                )
+            }
+        })
+        .collect();
+    let batch = Batch {
+        queue: &run.queue,
+        partition,
+        messages: texts
+            .iter()
+            .map(|(txn, payload)| Message {
+                transaction_id: txn,
+                message_id: uuid::Uuid::now_v7(),
+                payload,
+            })
+            .collect(),
+    };
+    let form = if zstd {
+        Form::Frames
+    } else {
+        Form::Plain { zstd: false }
+    };
+    Ok(push_binary::encode_push(&[batch], form, false)?)
 }
 
 pub fn partition_name(index: u64) -> String {

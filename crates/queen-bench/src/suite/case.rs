@@ -2,6 +2,8 @@
 
 use anyhow::{bail, Context as _, Result};
 
+use crate::load::PushBody;
+
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Rate {
     Max,
@@ -27,6 +29,9 @@ pub struct Case {
     /// `anon`: pushes carry no transactionId (the broker mints one); the
     /// message's number travels in its payload.
     pub anon: bool,
+    /// `bin` / `binz`: Queen's pushes as the binary body, plain or zstd
+    /// frames (peers ignore it).
+    pub body: PushBody,
 }
 
 pub fn parse_case(text: &str) -> Result<Case> {
@@ -42,6 +47,14 @@ pub fn parse_case(text: &str) -> Result<Case> {
             }
             "anon" => {
                 case.anon = true;
+                continue;
+            }
+            "bin" => {
+                case.body = PushBody::Binary;
+                continue;
+            }
+            "binz" => {
+                case.body = PushBody::BinaryZstd;
                 continue;
             }
             _ => {}
@@ -120,6 +133,12 @@ mod tests {
         );
         let c = parse_case("b1/n16/pnew/anon/rmax").unwrap();
         assert!(c.fresh && c.anon && c.p.is_none());
+        assert_eq!(
+            parse_case("b100/n16/p64/bin").unwrap().body,
+            PushBody::Binary
+        );
+        assert_eq!(parse_case("binz/b100").unwrap().body, PushBody::BinaryZstd);
+        assert_eq!(parse_case("b100").unwrap().body, PushBody::Json);
         assert!(parse_case("b100/x3").is_err());
         assert!(parse_case("b100/bx").is_err());
         assert_eq!(parse_case("rows/b1").unwrap().head.as_deref(), Some("rows"));

@@ -87,6 +87,9 @@ pub struct SuiteConfig {
         default_value = "rows/b100/c16/p64,commit/c64/p64,segment/b100/c16/p64"
     )]
     pub sql_cases: Vec<String>,
+    /// Push cases bB/nN/pP (also `pnew`, `anon`; `bin` or `binz` write
+    /// Queen's pushes as the binary body of the 2.6 clients, plain or as
+    /// zstd frames, for a side-by-side with the JSON body).
     #[arg(
         long,
         value_delimiter = ',',
