@@ -1,9 +1,9 @@
 """Consumers defined by namespace/task instead of a queue, and conflation.
 
 GET /api/v1/pop?namespace=&task= is OPTIONAL in the contract (§3.4): a broker
-either serves it or answers 404. Conflation is a 2.x-broker feature the
-contract does not implement: the client must then refuse loudly
-(ConflationUnsupportedError), never drain the backlog silently.
+either serves it or answers 404. Conflation (last-value consumer groups) is
+served and echoed, so the client does not raise ConflationUnsupportedError
+(test_conflation.py has the rest).
 """
 
 import asyncio
@@ -44,12 +44,14 @@ async def test_pop_by_namespace_and_task(ctx: Ctx):
 
 
 @scenario()
-async def test_conflation_is_refused_loudly(ctx: Ctx):
-    from queen import ConflationUnsupportedError
-
+async def test_conflation_is_applied_not_refused(ctx: Ctx):
     q = ctx.q("conflation")
     group = ctx.q("g-conf")
     await ctx.client.queue(q).push([{"data": 1}, {"data": 2}])
-    with pytest.raises(ConflationUnsupportedError):
-        await ctx.client.queue(q).group(group).conflation(True).wait(False).pop()
-    assert "conflation=true" in ctx.last("GET", "/api/v1/pop/").query
+    got = await ctx.client.queue(q).group(group).conflation(True).wait(False).pop()
+    assert data_of(got) == [2], got
+    last = ctx.last("GET", "/api/v1/pop/")
+    assert "conflation=true" in last.query
+    assert last.response_json()["conflation"] is True, last.describe()
+
+
