@@ -1,7 +1,7 @@
 """Benchmark: a tumbling-window count over a 100 000-message backlog through
 the official streaming SDK (queen-mq 2.6.0, `queen.streams`), unchanged.
 
-Run by bench_streams.sh, which starts a broker on a fresh database and passes
+Run by `bench.sh streams`, which starts a broker on a fresh database and passes
 QUEEN_URL, BENCH_BROKER_PID and BENCH_DB. The backlog is pushed first (not
 measured); then one SDK runner processes it with its defaults (batch 200, up
 to 4 partitions per pop) and the clock and the CPU counters run from its
@@ -19,11 +19,13 @@ import json
 import os
 import sys
 import time
-from typing import Dict, List, Optional
+from typing import List
 
 import httpx
 
 from queen import Queen, Stream
+
+from benchcpu import TCK, cpu_ticks, pg_cpu_between, postgres_ticks
 
 URL = os.environ["QUEEN_URL"]
 BROKER_PID = int(os.environ["BENCH_BROKER_PID"])
@@ -34,54 +36,6 @@ WINDOW_S = 10
 # events 40 ms apart per partition: 250 per 10 s window
 STEP_MS = 40
 BASE = 1_700_000_000_000
-TCK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_ticks(pid: int) -> Optional[int]:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 1 :].split()
-    return int(fields[11]) + int(fields[12])
-
-
-def serves(title: str, db: str) -> bool:
-    words = title.split()
-    backend = any(("(" in w and w.endswith(")")) or w == "[local]" for w in words)
-    if backend or "autovacuum worker" in title:
-        return db in words
-    return True
-
-
-def postgres_ticks() -> Dict[int, int]:
-    out: Dict[int, int] = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        pid = int(name)
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                stat = f.read()
-            comm = stat[stat.find("(") + 1 : stat.rfind(")")]
-            if not comm.startswith("postgres"):
-                continue
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                title = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if serves(title, DB):
-            t = cpu_ticks(pid)
-            if t is not None:
-                out[pid] = t
-    return out
-
-
-def pg_cpu_between(before: Dict[int, int], after: Dict[int, int]) -> float:
-    return sum(max(t - before.get(p, 0), 0) for p, t in after.items()) / TCK
-
-
 async def push_backlog(src: str) -> None:
     per = TOTAL // PARTITIONS
     async with httpx.AsyncClient(timeout=60) as http:
@@ -122,7 +76,7 @@ async def main() -> int:
         .reduce(lambda acc, v: acc + v["n"], 0)
         .to(client.queue(sink))
     )
-    pg0, br0, me0 = postgres_ticks(), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
+    pg0, br0, me0 = postgres_ticks(DB), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
     t0 = time.monotonic()
     runner = await stream.run(query_id=name, url=URL)
     try:
@@ -132,7 +86,7 @@ async def main() -> int:
                 return 1
             await asyncio.sleep(0.05)
         t1 = time.monotonic()
-        pg1, br1, me1 = postgres_ticks(), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
+        pg1, br1, me1 = postgres_ticks(DB), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
     finally:
         await runner.stop()
     m = runner.metrics()

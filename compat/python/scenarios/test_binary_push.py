@@ -153,3 +153,17 @@ async def test_a_refused_binary_push_names_the_field_and_stores_nothing(ctx: Ctx
     assert "groups[0].items[1].transactionId must be at most 255 characters" in error, error
     # nothing of it was stored, the valid item neither
     assert await client.queue(q).wait(False).pop() == []
+
+
+@scenario()
+async def test_framed_pop_is_answered_in_json(ctx: Ctx):
+    """framed_pop=True asks for QPF1; its u64 partition ids are not this
+    broker's (UUIDs), so the answer stays JSON, which the client reads."""
+    client = ctx.new_client(framed_pop=True)
+    q = ctx.q("framed")
+    await client.queue(q).push([{"data": {"n": i}} for i in range(3)])
+    got = await client.queue(q).group(ctx.q("g")).wait(False).pop()
+    assert data_of(got) == [{"n": 0}, {"n": 1}, {"n": 2}], got
+    last = ctx.last("GET", "/api/v1/pop/")
+    assert "frames=true" in last.query and last.response_body.startswith(b"{"), last.describe()
+    assert (await client.ack(got, True, {"group": got[0]["consumerGroup"]}))["success"] is True

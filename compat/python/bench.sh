@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# Benchmark: a tumbling-window count over a 100 000-message backlog through
-# the official streaming SDK (queen-mq 2.6.0), reported as msg/s and broker +
-# PostgreSQL CPU per message. Not part of any test run.
+# Benchmarks through the official Python client (queen-mq 2.6.0), unchanged,
+# reported as msg/s and broker + PostgreSQL CPU per message. Not part of any
+# test run.
 #
-#   QUEEN_SERVER_BIN=/path/to/release/queen-server bash compat/python/bench_streams.sh
+#   QUEEN_SERVER_BIN=/path/to/release/queen-server bash compat/python/bench.sh streams
+#   QUEEN_SERVER_BIN=/path/to/release/queen-server bash compat/python/bench.sh consume
+#
+# streams: a tumbling-window count over a 100 000-message backlog through the
+#          streaming SDK (bench_streams.py; BENCH_MESSAGES, BENCH_PARTITIONS 4)
+# consume: the default consume() (pop autopilot) against .batch(100), each
+#          draining its own 20 000-message backlog over 16 partitions, A B A B
+#          (bench_consume.py; BENCH_MESSAGES, BENCH_PARTITIONS 16)
 #
 # A virtualenv of its own (compat/python/.venv-2.6.0, shared with run.sh), a
 # fresh database, one broker on a free loopback port (DB_POOL_SIZE=10, the
-# compat suite's settings), then bench_streams.py. Without QUEEN_SERVER_BIN
+# compat suite's settings), then bench_<name>.py. Without QUEEN_SERVER_BIN
 # it builds and uses a release broker (cargo build --release -p queen-server).
 #
 # Environment (all optional): PGHOST / PGPORT / PGUSER (127.0.0.1 / 5432 /
-# postgres), QUEEN_COMPAT_PYTHON (python3.11, else python3),
-# BENCH_MESSAGES (100000), BENCH_PARTITIONS (4).
+# postgres), QUEEN_COMPAT_PYTHON (python3.11, else python3).
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+NAME="${1:-}"
+[[ -f "$HERE/bench_$NAME.py" ]] || { echo "usage: bench.sh streams|consume" >&2; exit 2; }
 ROOT="$(cd "$HERE/../.." && pwd)"
 V=2.6.0
 export PGHOST="${PGHOST:-127.0.0.1}" PGPORT="${PGPORT:-5432}" PGUSER="${PGUSER:-postgres}"
@@ -23,8 +31,8 @@ PY="${QUEEN_COMPAT_PYTHON:-}"
 if [[ -z "$PY" ]]; then
   if command -v python3.11 >/dev/null 2>&1; then PY=python3.11; else PY=python3; fi
 fi
-say() { printf '[bench-streams] %s\n' "$*"; }
-die() { printf '[bench-streams] FATAL: %s\n' "$*" >&2; exit 1; }
+say() { printf '[bench-%s] %s\n' "$NAME" "$*"; }
+die() { printf '[bench-%s] FATAL: %s\n' "$NAME" "$*" >&2; exit 1; }
 
 BROKER_PID="" DB_NAME="" WORK=""
 cleanup() {
@@ -50,7 +58,7 @@ venv="$HERE/.venv-$V"
 if [[ ! -x "$venv/bin/python" ]]; then
   "$PY" -m venv "$venv" || die "cannot create virtualenv $venv"
 fi
-"$venv/bin/python" -m pip install --disable-pip-version-check --quiet "queen-mq==$V" \
+"$venv/bin/python" -m pip install --disable-pip-version-check --quiet "queen-mq[zstd]==$V" \
   || die "pip could not install queen-mq==$V"
 
 BIN="${QUEEN_SERVER_BIN:-}"
@@ -61,7 +69,7 @@ if [[ -z "$BIN" ]]; then
 fi
 [[ -x "$BIN" ]] || die "broker binary $BIN is missing"
 
-DB_NAME="queen_bench_streams_$$"
+DB_NAME="queen_bench_${NAME}_$$"
 createdb "$DB_NAME" || die "createdb $DB_NAME failed"
 WORK="$(mktemp -d)"
 port="$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')"
@@ -76,4 +84,4 @@ for _ in $(seq 1 300); do
 done
 say "broker $BIN (pid $BROKER_PID) on port $port, database $DB_NAME"
 QUEEN_URL="http://127.0.0.1:$port" BENCH_BROKER_PID="$BROKER_PID" BENCH_DB="$DB_NAME" \
-  "$venv/bin/python" "$HERE/bench_streams.py"
+  "$venv/bin/python" "$HERE/bench_$NAME.py"

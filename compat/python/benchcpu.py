@@ -1,0 +1,56 @@
+"""CPU accounting shared by the Python-client benchmarks (bench_*.py): the
+broker's process and the PostgreSQL processes that work for the benchmark
+database (its backends plus the shared background processes), read from
+/proc as crates/queen-bench/src/procstat.rs does."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional
+
+TCK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_ticks(pid: int) -> Optional[int]:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 1 :].split()
+    return int(fields[11]) + int(fields[12])
+
+
+def serves(title: str, db: str) -> bool:
+    words = title.split()
+    backend = any(("(" in w and w.endswith(")")) or w == "[local]" for w in words)
+    if backend or "autovacuum worker" in title:
+        return db in words
+    return True
+
+
+def postgres_ticks(db: str) -> Dict[int, int]:
+    out: Dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        pid = int(name)
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+            comm = stat[stat.find("(") + 1 : stat.rfind(")")]
+            if not comm.startswith("postgres"):
+                continue
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                title = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if serves(title, db):
+            t = cpu_ticks(pid)
+            if t is not None:
+                out[pid] = t
+    return out
+
+
+def pg_cpu_between(before: Dict[int, int], after: Dict[int, int]) -> float:
+    return sum(max(t - before.get(p, 0), 0) for p, t in after.items()) / TCK
