@@ -48,7 +48,7 @@ read -r _ proxy_addr _ control_addr <"$work/proxy.out" || { cat "$work/proxy.log
 
 QUEEN_SERVER_ID=dash-broker PORT=$port HOST=127.0.0.1 PG_HOST="${proxy_addr%:*}" PG_PORT="${proxy_addr##*:}" \
   PG_USER="$PGUSER" PG_DB="$db" \
-  FILE_BUFFER_DIR="$work/spool" STATS_INTERVAL_MS=1000 LOG_LEVEL=warn \
+  FILE_BUFFER_DIR="$work/spool" STATS_INTERVAL_MS=1000 LOG_LEVEL=warn SHUTDOWN_DRAIN_MS=0 \
   target/debug/queen-server serve >"$work/broker.log" 2>&1 &
 broker_pid=$!
 for _ in $(seq 1 60); do

@@ -47,7 +47,7 @@ for i in 0 1 2; do
   QUEEN_SERVER_ID="broker-$i" PORT=$((base_port + i)) HOST=127.0.0.1 \
     QUEEN_MESH_PORT=$((base_mesh + i)) QUEEN_MESH_PEERS="$peers" QUEEN_SYNC_SECRET="$secret" \
     FILE_BUFFER_DIR="$logdir/spool-$i" PG_HOST="$PGHOST" PG_USER="$PGUSER" PG_DB="$PG_DB" \
-    DB_POOL_SIZE=${DB_POOL_SIZE:-10} LOG_LEVEL=${LOG_LEVEL:-info} \
+    DB_POOL_SIZE=${DB_POOL_SIZE:-10} LOG_LEVEL=${LOG_LEVEL:-info} SHUTDOWN_DRAIN_MS=${SHUTDOWN_DRAIN_MS:-0} \
     target/debug/queen-server serve >"$logdir/broker-$i.log" 2>&1 &
   pids+=($!)
 done

@@ -143,7 +143,7 @@ start_broker() {
   local v="$1" port="$2" log="$3" spool="$4"
   mkdir -p "$spool"
   PORT="$port" HOST=127.0.0.1 PG_HOST="$PGHOST" PG_PORT="$PGPORT" PG_USER="$PGUSER" \
-    PG_DB="$DB_NAME" DB_POOL_SIZE=10 FILE_BUFFER_DIR="$spool" LOG_LEVEL="${LOG_LEVEL:-info}" \
+    PG_DB="$DB_NAME" DB_POOL_SIZE=10 FILE_BUFFER_DIR="$spool" LOG_LEVEL="${LOG_LEVEL:-info}" SHUTDOWN_DRAIN_MS=0 \
     "$BIN" serve >"$log" 2>&1 &
   BROKER_PID=$!
   local url="http://127.0.0.1:$port/health"

@@ -68,6 +68,8 @@ impl Broker {
             .env("PG_DB", db)
             .env("DB_POOL_SIZE", spec.pool_size.to_string())
             .env("LOG_LEVEL", "warn")
+            // no load balancer to drain from: SIGTERM stops at once
+            .env("SHUTDOWN_DRAIN_MS", "0")
             .env("FILE_BUFFER_DIR", &spool)
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))

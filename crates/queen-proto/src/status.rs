@@ -42,15 +42,22 @@ pub struct Health {
     pub database: &'static str,
     pub server: &'static str,
     pub version: &'static str,
+    /// The git commit the binary was built from (`unknown` outside a checkout).
+    pub commit: &'static str,
     pub worker_id: String,
     pub shared_state: SharedStateFlag,
     pub queen: HealthWorker,
 }
 
-/// `shared_state` of the health answer.
+/// `shared_state` of the health answer: whether the mesh runs and, when it
+/// does, how many of its peers are connected now.
 #[derive(Debug, Clone, Copy, Serialize)]
 pub struct SharedStateFlag {
     pub enabled: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peers_connected: Option<usize>,
 }
 
 /// `queen` of the health answer.

@@ -59,8 +59,25 @@ async fn open_spool(config: &Config) -> anyhow::Result<spool::Spool> {
 
 /// The line logged once the HTTP listener is bound; tests and operators look for it.
 pub const LISTENING_LINE: &str = "queen listening";
+/// The line logged when the stop signal starts the drain.
+pub const DRAINING_LINE: &str = "draining";
 
-/// Runs the broker on `listener` until `shutdown` is cancelled.
+/// The version `queen-server --version` and `/health` report.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+/// The git commit the binary was built from (`build.rs`), `unknown` outside a checkout.
+pub const COMMIT: &str = env!("QUEEN_COMMIT");
+
+/// Runs the broker on `listener` until `shutdown` is cancelled, then stops
+/// gracefully (docs/operations.md, "Stopping a broker"):
+///
+/// 1. `/health` answers 503 `draining` and every answer carries `Connection:
+///    close`, while every route is still served for `SHUTDOWN_DRAIN_MS`;
+/// 2. the listener closes, parked long polls are answered, idle connections
+///    close and requests in flight finish;
+/// 3. the background jobs stop, and the spool is flushed and closed;
+///
+/// all within `SHUTDOWN_TIMEOUT_MS` of the cancellation: past it, connections
+/// still open are dropped.
 pub async fn run(
     config: Config,
     listener: TcpListener,
@@ -73,6 +90,9 @@ pub async fn run(
     for warning in config::unused_variable_warnings(set.iter().map(String::as_str)) {
         tracing::warn!("{warning}");
     }
+    let stop_config = config.shutdown;
+    // cancelled when the drain ends: the listener, parked pops, jobs, the mesh
+    let stop = CancellationToken::new();
     // built in dependency order: the broker takes the store, the spool and the mesh
     let store = Arc::new(Store::new(&config.db)?);
     store.check_schema_owner().await?;
@@ -81,7 +101,7 @@ pub async fn run(
         let (mesh, inbox) = Mesh::start(
             config.mesh.clone(),
             config.server_id.clone(),
-            shutdown.child_token(),
+            stop.child_token(),
         )
         .await;
         Some((mesh, inbox))
@@ -95,27 +115,68 @@ pub async fn run(
         store.clone(),
         spool.clone(),
         mesh,
-        shutdown.child_token(),
+        stop.child_token(),
     );
     if let Some(inbox) = inbox {
-        spawn_hint_applier(broker.clone(), inbox, shutdown.child_token());
+        spawn_hint_applier(broker.clone(), inbox, stop.child_token());
     }
-    let mut background = jobs::spawn_all(&broker, &store, &spool, &shutdown);
+    let mut background = jobs::spawn_all(&broker, &store, &spool, &stop);
     background.spawn(memory::run_trim(
         broker.config().limits.memory_trim_interval,
-        shutdown.child_token(),
+        stop.child_token(),
     ));
     let app = Arc::new(App {
         broker: broker.clone(),
         db_copy: Arc::default(),
+        lifecycle: app::Lifecycle::default(),
     });
 
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "{LISTENING_LINE}");
     let limits = broker.config().limits.clone();
-    http::serve::serve(listener, http::router(app)?, limits, shutdown.clone()).await?;
-    shutdown.cancel();
+    let mut serving = tokio::spawn(http::serve::serve(
+        listener,
+        http::router(app.clone())?,
+        limits,
+        stop.clone(),
+    ));
+    let deadline = tokio::select! {
+        () = shutdown.cancelled() => tokio::time::Instant::now() + stop_config.timeout,
+        served = &mut serving => {
+            // the listener failed: nothing to drain
+            stop.cancel();
+            background.abort_all();
+            served??;
+            return Ok(());
+        }
+    };
+    app.lifecycle.begin_drain();
+    tracing::info!(
+        drain_ms = stop_config.drain.as_millis() as u64,
+        timeout_ms = stop_config.timeout.as_millis() as u64,
+        "{DRAINING_LINE}: /health answers 503, every answer closes its connection"
+    );
+    tokio::time::sleep(stop_config.drain).await;
+    tracing::info!(
+        "drain over: no new connections, parked pops answered, finishing requests in flight"
+    );
+    stop.cancel();
+    match tokio::time::timeout_at(deadline, &mut serving).await {
+        Ok(served) => served??,
+        Err(_) => {
+            tracing::warn!(
+                timeout_ms = stop_config.timeout.as_millis() as u64,
+                "SHUTDOWN_TIMEOUT_MS reached with requests in flight: closing their connections"
+            );
+            serving.abort();
+        }
+    }
     background.abort_all();
+    match tokio::time::timeout_at(deadline, spool.close()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "failed to close the spool"),
+        Err(_) => tracing::warn!("SHUTDOWN_TIMEOUT_MS reached while closing the spool"),
+    }
     tracing::info!("queen stopped");
     Ok(())
 }

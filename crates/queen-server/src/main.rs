@@ -4,10 +4,13 @@ use clap::{Parser, Subcommand};
 use queen_server::config::{Config, ProcessEnv};
 use tokio_util::sync::CancellationToken;
 
+/// `--version`: the release and the commit it was built from.
+const LONG_VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("QUEEN_COMMIT"), ")");
+
 #[derive(Parser)]
 #[command(
     name = "queen-server",
-    version,
+    version = LONG_VERSION,
     about = "Queen message broker on PostgreSQL"
 )]
 struct Cli {
@@ -65,6 +68,8 @@ fn main() -> std::process::ExitCode {
             }
         }
     });
+    // a blocking task still running (a spool fsync, a child process) does not hold the exit
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
@@ -100,31 +105,56 @@ async fn serve_on(config: Config) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {}:{}: {e}", addr.0, addr.1))?;
     let shutdown = CancellationToken::new();
     let signal = shutdown.clone();
+    let mut signals = StopSignals::new()?;
     tokio::spawn(async move {
-        wait_for_signal().await;
-        tracing::info!("shutdown requested");
+        signals.next().await;
+        tracing::info!("shutdown requested: draining (a second signal stops at once)");
         signal.cancel();
+        signals.next().await;
+        tracing::warn!("second signal: stopping at once");
+        // every push answered was already made durable (PostgreSQL or the fsynced spool)
+        std::process::exit(EXIT_SECOND_SIGNAL);
     });
     queen_server::run(config, listener, shutdown).await
 }
 
-async fn wait_for_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+/// The exit status after a second SIGTERM / SIGINT: 128 + SIGINT, as a shell
+/// reports an interrupted command.
+const EXIT_SECOND_SIGNAL: i32 = 130;
+
+/// SIGTERM and SIGINT, listened to from start to exit (so none is missed
+/// between the first and the second).
+struct StopSignals {
     #[cfg(unix)]
-    {
-        let Ok(mut term) =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        else {
-            let _ = ctrl_c.await;
-            return;
-        };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
+    term: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    int: tokio::signal::unix::Signal,
+}
+
+impl StopSignals {
+    fn new() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Ok(Self {
+                term: signal(SignalKind::terminate())?,
+                int: signal(SignalKind::interrupt())?,
+            })
         }
+        #[cfg(not(unix))]
+        Ok(Self {})
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+
+    /// Waits for the next SIGTERM or SIGINT.
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = self.term.recv() => {}
+            _ = self.int.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 async fn migrate(config: Config) -> anyhow::Result<()> {

@@ -33,6 +33,8 @@ pub fn base_env(db: &TestDb) -> HashMap<String, String> {
         ("DB_CONNECTION_TIMEOUT", "1000".to_owned()),
         ("HOST", "127.0.0.1".to_owned()),
         ("LOG_LEVEL", "warn".to_owned()),
+        // no load balancer to drain from: a test broker stops at once
+        ("SHUTDOWN_DRAIN_MS", "0".to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))

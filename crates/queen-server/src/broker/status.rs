@@ -74,6 +74,18 @@ impl Broker {
         }
     }
 
+    /// Whether the schema is known to be migrated (set once, at start); before,
+    /// the HTTP side serves nothing but `/health` and the metrics.
+    pub fn schema_ready(&self) -> bool {
+        self.store.is_ready()
+    }
+
+    /// The mesh in two numbers, `(peers, connected)`; `None` when it does not run.
+    pub fn mesh_peers(&self) -> Option<(usize, usize)> {
+        let peers = self.mesh.as_ref()?.snapshot();
+        Some((peers.len(), peers.iter().filter(|p| p.connected).count()))
+    }
+
     /// Whether the database answers a trivial query (migrated or not).
     pub async fn database_answers(&self) -> bool {
         self.store.ping().await.is_ok()

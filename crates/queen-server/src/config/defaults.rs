@@ -22,6 +22,15 @@ pub(super) const HTTP_HEADER_TIMEOUT_MS: u64 = 10_000;
 /// (httpx 5 s, Node's agents 4-5 s), so the broker is not the side that closes under a client's
 /// feet; short enough that abandoned connections do not pile up.
 pub(super) const HTTP_IDLE_TIMEOUT_MS: u64 = 30_000;
+/// `SHUTDOWN_DRAIN_MS`, 6 s: HAProxy's default health check (`inter 2s`, `fall 3`) takes a
+/// server out of rotation 6 s after it starts failing; deploy/haproxy.cfg (`inter 1s`, `fall 2`)
+/// within about 2 s. The broker keeps serving that long after SIGTERM while `/health` says
+/// `draining`, so no request reaches it once it stops accepting.
+pub(super) const SHUTDOWN_DRAIN_MS: u64 = 6_000;
+/// `SHUTDOWN_TIMEOUT_MS`, 20 s: the drain plus time for requests in flight (a push is answered
+/// in milliseconds, a parked long poll at once); inside Kubernetes' default grace period of
+/// 30 s and Docker's `stop_grace_period` of deploy/compose.yaml.
+pub(super) const SHUTDOWN_TIMEOUT_MS: u64 = 20_000;
 /// `HTTP_BODY_TIMEOUT_MS`, 60 s: a full 16 MiB body at 300 KiB/s; a stalled upload ends here.
 pub(super) const HTTP_BODY_TIMEOUT_MS: u64 = 60_000;
 /// `HTTP_MAX_CONNECTIONS`: far above what the clients' pools open, far below the

@@ -17,6 +17,7 @@ mod limits;
 mod mesh;
 mod pop;
 mod server;
+mod shutdown;
 mod spool;
 mod unused;
 
@@ -31,6 +32,7 @@ pub use jobs::JobsConfig;
 pub use limits::LimitsConfig;
 pub use mesh::{MeshAuth, MeshConfig};
 pub use pop::{AutopilotConfig, AutopilotMode, PopConfig, SubscriptionMode};
+pub use shutdown::ShutdownConfig;
 pub use spool::SpoolConfig;
 pub use unused::unused_variable_warnings;
 
@@ -64,6 +66,8 @@ pub struct Config {
     pub worker_threads: Option<std::num::NonZeroUsize>,
     /// Deadlines, connection cap and request sizes of the HTTP listener.
     pub limits: LimitsConfig,
+    /// The graceful stop on SIGTERM / SIGINT.
+    pub shutdown: ShutdownConfig,
 }
 
 impl Config {
@@ -103,6 +107,7 @@ impl Config {
             log_format_json: server::read_log_format_json(r)?,
             worker_threads: server::read_worker_threads(r)?,
             limits: limits::read_limits(r)?,
+            shutdown: shutdown::read_shutdown(r)?,
             server_id,
         })
     }
@@ -143,6 +148,28 @@ mod tests {
         assert_eq!(c.limits.memory_trim_interval, None);
         let e = Config::from_env(&env(&[("HTTP_IDLE_TIMEOUT_MS", "0")])).unwrap_err();
         assert_eq!(e.var, "HTTP_IDLE_TIMEOUT_MS");
+    }
+
+    #[test]
+    fn the_stop_drains_for_a_load_balancer_then_ends_within_its_timeout() {
+        let c = Config::from_env(&env(&[])).unwrap();
+        assert_eq!(c.shutdown.drain, Duration::from_secs(6));
+        assert_eq!(c.shutdown.timeout, Duration::from_secs(20));
+        let c = Config::from_env(&env(&[
+            ("SHUTDOWN_DRAIN_MS", "0"),
+            ("SHUTDOWN_TIMEOUT_MS", "500"),
+        ]))
+        .unwrap();
+        assert_eq!(c.shutdown.drain, Duration::ZERO);
+        assert_eq!(c.shutdown.timeout, Duration::from_millis(500));
+        let e = Config::from_env(&env(&[
+            ("SHUTDOWN_DRAIN_MS", "30000"),
+            ("SHUTDOWN_TIMEOUT_MS", "30000"),
+        ]))
+        .unwrap_err();
+        assert_eq!(e.var, "SHUTDOWN_TIMEOUT_MS");
+        let e = Config::from_env(&env(&[("SHUTDOWN_DRAIN_MS", "soon")])).unwrap_err();
+        assert_eq!(e.var, "SHUTDOWN_DRAIN_MS");
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! (`edge.rs`: UTF-8, no NUL, bounded names). The stack wraps the router
 //! once instead of every route, and is made of plain services that neither
 //! box a future nor clone the stack per request: see [`router`].
+//! Outside them all: `Connection: close` on every answer once the broker
+//! drains, and before the schema is ready a 503 `starting` for every route but
+//! `/health` and the metrics (`lifecycle.rs`).
 //! The listener itself (header deadline, connection cap) is `serve.rs`.
 
 pub mod auth;
@@ -25,6 +28,7 @@ pub mod edge;
 pub mod error;
 mod jwks;
 pub mod layers;
+pub mod lifecycle;
 pub mod limits;
 pub mod routes;
 pub mod serve;
@@ -247,6 +251,11 @@ pub fn router(state: AppState) -> anyhow::Result<impl HttpService> {
         .layer(MapRequestLayer::new(|req: Request<Incoming>| {
             req.map(Body::new)
         }))
+        // the stop's `Connection: close` and the start's gate (lifecycle.rs)
+        .layer(MapResponseLayer::new(lifecycle::close_when_draining(
+            state.clone(),
+        )))
+        .layer(lifecycle::ReadinessGateLayer::new(state.clone()))
         .layer(layers::EdgeLayer::new(body_limit))
         .layer(MapRequestLayer::new(edge::body_deadline(
             state.broker.config().limits.body_timeout,

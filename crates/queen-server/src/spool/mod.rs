@@ -250,6 +250,17 @@ impl Spool {
         Ok(rx.await.map_err(|_| SpoolError::Closed)??)
     }
 
+    /// Makes every append before it durable, seals the open segment and stops
+    /// the writer thread; appends after it fail as [`SpoolError::Closed`].
+    /// Called once, at shutdown.
+    pub async fn close(&self) -> Result<(), SpoolError> {
+        let (reply, rx) = oneshot::channel();
+        lock(&self.tx)
+            .send(Command::Close { reply })
+            .map_err(|_| SpoolError::Closed)?;
+        Ok(rx.await.map_err(|_| SpoolError::Closed)??)
+    }
+
     /// True when no record waits to be replayed.
     pub fn is_empty(&self) -> bool {
         self.shared.records.load(Ordering::Acquire) == 0

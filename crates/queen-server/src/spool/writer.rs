@@ -34,6 +34,11 @@ pub(super) enum Command {
     Seal {
         reply: oneshot::Sender<io::Result<bool>>,
     },
+    /// Write and sync what waits, seal the open segment, sync the directory,
+    /// answer, and end the thread: later appends are refused as closed.
+    Close {
+        reply: oneshot::Sender<io::Result<()>>,
+    },
 }
 
 /// The segment being appended to.
@@ -82,6 +87,12 @@ pub(super) fn run(shared: Arc<Shared>, next_seq: u64, rx: Receiver<Command>) {
                 Command::Seal { reply } => {
                     w.flush();
                     let _ = reply.send(w.seal());
+                }
+                Command::Close { reply } => {
+                    w.flush();
+                    let closed = w.seal().and_then(|_| segment::fsync_dir(&w.shared.dir));
+                    let _ = reply.send(closed);
+                    return;
                 }
             }
         }

@@ -353,6 +353,8 @@ fn timestamp_checker_accepts_only_the_exact_shape() {
 pub fn queen_server() -> std::process::Command {
     let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_queen-server"));
     c.env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default());
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        // no load balancer to drain from: SIGTERM stops at once
+        .env("SHUTDOWN_DRAIN_MS", "0");
     c
 }

@@ -27,6 +27,7 @@ mod hostile;
 mod hostile_names;
 mod kv;
 mod lease;
+mod lifecycle;
 mod long_poll;
 mod mesh_security;
 mod migration;

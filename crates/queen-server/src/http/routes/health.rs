@@ -1,31 +1,50 @@
-//! `GET /health`: 200 when the database answers, 503 otherwise.
+//! `GET /health`: 200 `healthy` when the database answers; 503 `unhealthy`
+//! when it does not, `starting` before the schema is ready, `draining` once
+//! the broker was told to stop (the load balancer takes it out of rotation
+//! while it still serves). The mesh as it is, the version and the commit.
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
 use queen_proto::status::{Health, HealthWorker, SharedStateFlag};
 
-use crate::app::AppState;
+use crate::app::{AppState, Readiness};
 
 pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Health>) {
-    let healthy = app.broker.health().await.healthy;
-    let status = if healthy {
-        StatusCode::OK
-    } else {
-        StatusCode::SERVICE_UNAVAILABLE
+    let readiness = app.readiness();
+    let database = app.broker.health().await.healthy;
+    let (code, status) = match readiness {
+        Readiness::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
+        Readiness::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
+        Readiness::Ready if database => (StatusCode::OK, "healthy"),
+        Readiness::Ready => (StatusCode::SERVICE_UNAVAILABLE, "unhealthy"),
     };
     let worker_id = app.broker.config().server_id.clone();
+    let mesh = app.broker.mesh_peers();
     let body = Health {
-        status: if healthy { "healthy" } else { "unhealthy" },
-        database: if healthy { "connected" } else { "disconnected" },
+        status,
+        database: if database {
+            "connected"
+        } else {
+            "disconnected"
+        },
         server: "Queen (Rust)",
-        version: env!("CARGO_PKG_VERSION"),
+        version: crate::VERSION,
+        commit: crate::COMMIT,
         worker_id: worker_id.clone(),
-        shared_state: SharedStateFlag { enabled: false },
+        shared_state: SharedStateFlag {
+            enabled: mesh.is_some(),
+            peers: mesh.map(|(peers, _)| peers),
+            peers_connected: mesh.map(|(_, connected)| connected),
+        },
         queen: HealthWorker {
             worker_id,
-            status: "active",
+            status: if readiness == Readiness::Draining {
+                "draining"
+            } else {
+                "active"
+            },
         },
     };
-    (status, Json(body))
+    (code, Json(body))
 }
