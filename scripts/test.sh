@@ -22,6 +22,13 @@ bash scripts/dashboard-test.sh --update-docs
 # three meshed brokers on loopback: the launcher asserts the mesh comes up
 BASE_PORT=26632 BASE_MESH_PORT=26642 bash scripts/ha-local.sh --check >/dev/null
 
+# deploy/: the compose and Kubernetes files parsed and checked against the broker's settings, haproxy -c, systemd-analyze verify (docs/deploy.md)
+cargo build -q -p queen-server
+(source scripts/ops-venv.sh && "$OPS_PY" scripts/deploy_check.py target/debug/queen-server)
+# three brokers behind HAProxy (deploy/haproxy.cfg), each restarted with SIGTERM twice under pushes, long polls and acks
+# through the official client: no failed request, nothing lost or redelivered, order kept; then one SIGKILLed, reported (about a minute)
+bash scripts/ha-rolling-test.sh
+
 # fault injection: three brokers SIGKILLed, cut from PostgreSQL and from each other, then the delivery checker (docs/operations/fault-checking.md)
 cargo build -q -p queen-server && cargo run -q -p queen-chaos -- --duration 60s
 # the same against a private primary and a synchronous standby: the primary killed, then frozen, the standby promoted 1 s later each time (about 55 s)
