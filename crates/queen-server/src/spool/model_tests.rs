@@ -19,8 +19,10 @@ enum Op {
     Seal,
     /// Replay up to this many records of the front segment.
     Replay(usize),
-    /// Close the spool and open it again, as a restart does.
+    /// Drop the spool and open it again, as a restart after a crash does.
     Reopen,
+    /// `Spool::close` it (the graceful stop), then open it again.
+    CloseReopen,
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -29,6 +31,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Seal),
         3 => (1usize..6).prop_map(Op::Replay),
         1 => Just(Op::Reopen),
+        1 => Just(Op::CloseReopen),
     ]
 }
 
@@ -96,6 +99,16 @@ fn run(ops: &[Op], events_per_file: u64) {
                     }
                 }
                 Op::Reopen => {
+                    drop(spool);
+                    spool = Spool::open(&config).expect("reopen");
+                }
+                Op::CloseReopen => {
+                    spool.close().await.expect("close");
+                    let refused = spool.append(&[record(u64::MAX)]).await;
+                    assert!(
+                        matches!(refused, Err(super::SpoolError::Closed)),
+                        "an append after close: {refused:?}"
+                    );
                     drop(spool);
                     spool = Spool::open(&config).expect("reopen");
                 }
