@@ -187,7 +187,8 @@ fn free_port() -> u16 {
 }
 
 impl Child9 {
-    /// Starts the binary and waits until its HTTP listener answers.
+    /// Starts the binary and waits until its schema is ready (`/health` no
+    /// longer says `starting`: before, every route but `/health` answers 503).
     pub async fn start(env: &HashMap<String, String>, log: PathBuf) -> Self {
         let port = free_port();
         let out = std::fs::OpenOptions::new()
@@ -213,10 +214,16 @@ impl Child9 {
         };
         let http = reqwest::Client::new();
         let started = Instant::now();
-        while http.get(format!("{}/health", c.url)).send().await.is_err() {
+        loop {
+            if let Ok(r) = http.get(format!("{}/health", c.url)).send().await {
+                let body: Value = r.json().await.unwrap_or_default();
+                if body["status"] != "starting" {
+                    break;
+                }
+            }
             assert!(
                 started.elapsed() < Duration::from_secs(20),
-                "queen-server did not listen: {}",
+                "queen-server did not get ready: {}",
                 c.log_text()
             );
             sleep_ms(50).await;
