@@ -67,8 +67,17 @@ async def drain(client: Queen, queue: str, batch: int | None) -> Dict[str, objec
     stop = asyncio.Event()
     pg0, br0, me0 = postgres_ticks(DB), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
     t0 = time.monotonic()
-    task = asyncio.create_task(builder.consume(handler, signal=stop))
-    await asyncio.wait_for(done.wait(), 600)
+    async def run() -> None:
+        # consume() answers a builder that runs when awaited
+        await builder.consume(handler, signal=stop)
+
+    task = asyncio.create_task(run())
+    finished = asyncio.ensure_future(done.wait())
+    await asyncio.wait({finished, task}, timeout=600, return_when=asyncio.FIRST_COMPLETED)
+    if not done.is_set():
+        finished.cancel()
+        error = task.exception() if task.done() else "timed out after 600 s"
+        raise RuntimeError(f"{len(seen)} of {TOTAL} messages handled: {error}")
     t1 = time.monotonic()
     pg1, br1, me1 = postgres_ticks(DB), cpu_ticks(BROKER_PID), cpu_ticks(os.getpid())
     stop.set()
