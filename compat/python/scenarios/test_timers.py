@@ -137,3 +137,40 @@ async def test_timer_zstd_payload_is_delivered_decompressed_and_bounded(ctx: Ctx
             await ctx.client.timer(q).key(key).payload(zstd_frame(runs, size), zstd=True).after_ms(0).schedule()
         assert e.value.status == 413 and e.value.reason == "timers_payload_too_large", e.value
         assert (await ctx.client.timers.peek(q, key))["found"] is False
+
+
+@scenario()
+async def test_recurring_timer_through_the_clients_batch_call(ctx: Ctx):
+    """The 2.6.0 client passes fields it does not know through `timers.batch`
+    (it checks only the server-owned ones), so a recurring schedule goes
+    through it unchanged; peek, list and cancel are the one-shot calls."""
+    from queen.errors import TimerError
+
+    q = ctx.q("timer-recurring")
+    op = ctx.client.timers.op.schedule(q, "beat", {"beat": True}, delay_ms=200, txn="beat")
+    op["intervalMs"] = 500
+    [res] = await ctx.client.timers.batch([op])
+    assert res["ok"] is True and res["recurring"] is True and res["intervalMs"] == 500, res
+    txns = []
+    deadline = time.monotonic() + 20
+    while len(txns) < 3 and time.monotonic() < deadline:
+        for m in await ctx.client.queue(q).batch(10).wait(True).timeout_millis(2000).pop():
+            assert m["data"] == {"beat": True}, m
+            txns.append(m["transactionId"])
+            await ctx.client.ack(m)
+    assert len(txns) >= 3 and len(set(txns)) == len(txns), txns
+    assert all(t.startswith("beat@") for t in txns), txns
+    peek = await ctx.client.timers.peek(q, "beat")
+    assert peek["found"] is True and peek["intervalMs"] == 500 and peek["fires"] >= 3, peek
+    listed = await ctx.client.timers.list(q)
+    assert listed["rows"][0]["catchUp"] == "one", listed
+    cancelled = await ctx.client.timers.cancel(q, "beat")
+    assert cancelled["status"] == "cancelled" and cancelled["txn"] == "beat", cancelled
+    assert (await ctx.client.timers.peek(q, "beat"))["found"] is False
+    # a bad expression is a TimerError naming the field, nothing scheduled
+    bad = ctx.client.timers.op.schedule(q, "bad", 1, delay_ms=0)
+    bad["cron"] = "61 * * * *"
+    with pytest.raises(TimerError) as e:
+        await ctx.client.timers.batch([bad])
+    assert e.value.status == 400 and e.value.reason == "timers_bad_cron", e.value
+    assert (await ctx.client.timers.peek(q, "bad"))["found"] is False

@@ -30,8 +30,9 @@
 //! | spools are empty and refused nothing; no broker exited by itself | `spool`, `broker` | `final_state::spools_are_empty`, `final_state::no_broker_exited` |
 //! | the stream workload's keyed count is exact in state and sink | `stream-*` | `streams::check_streams` (its own table) |
 //!
-//! The timer and lock-token workloads have rule tables of their own in
-//! [`timers`] and [`locks`]; `workload::surface` runs them after [`check`].
+//! The timer, recurring-timer and lock-token workloads have rule tables of
+//! their own in [`timers`], [`recurring`] and [`locks`]; `workload::surface`
+//! runs them after [`check`].
 
 mod acks;
 mod deliveries;
@@ -39,6 +40,7 @@ mod dlq;
 mod final_state;
 pub mod locks;
 mod producers;
+pub mod recurring;
 mod storage;
 pub mod streams;
 #[cfg(test)]

@@ -19,6 +19,7 @@ use crate::rng::stable_hash;
 mod consume;
 pub mod locks;
 mod produce;
+pub mod recurring;
 pub mod stream;
 pub mod surface;
 pub mod timers;

@@ -1,6 +1,7 @@
-//! The timer and lock workloads run beside the queue workload through the
-//! whole fault schedule: started with it, drained after it, checked by the
-//! rules in `check::timers` and `check::locks`.
+//! The timer, recurring-timer and lock workloads run beside the queue
+//! workload through the whole fault schedule: started with it, drained (or
+//! cancelled) after it, checked by the rules in `check::timers`,
+//! `check::recurring` and `check::locks`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use super::locks::{self, LockJournal, LOCK_QUEUE};
+use super::recurring::{self, RecurringTimer};
 use super::timers::{self, TimerDelivery, TimerJournal, TimerOp, TIMER_QUEUE};
 use super::Control;
 use crate::check::Report;
@@ -28,6 +30,9 @@ pub struct Surface {
     schedulers: Vec<JoinHandle<Vec<TimerOp>>>,
     consumers: Vec<JoinHandle<Vec<TimerDelivery>>>,
     lockers: Vec<JoinHandle<LockJournal>>,
+    recurring: Vec<RecurringTimer>,
+    urls: Arc<Vec<String>>,
+    ctl: Arc<Control>,
     stop_consumers: Arc<AtomicBool>,
 }
 
@@ -51,6 +56,7 @@ pub async fn start(
         }
     }
     let stop_consumers = Arc::new(AtomicBool::new(false));
+    let recurring = recurring::start(http, urls, &mut rng.fork(8000), || ctl.micros()).await;
     Ok(Surface {
         schedulers: (0..SCHEDULERS)
             .map(|i| {
@@ -84,6 +90,9 @@ pub async fn start(
                 ))
             })
             .collect(),
+        recurring,
+        urls: urls.clone(),
+        ctl: ctl.clone(),
         stop_consumers,
     })
 }
@@ -99,6 +108,10 @@ impl Surface {
         work_dir: &std::path::Path,
         report: &mut Report,
     ) -> Result<()> {
+        let http = super::http_client()?;
+        let ctl = self.ctl.clone();
+        let rj = recurring::finish(&http, &self.urls, db, self.recurring, || ctl.micros()).await?;
+        crate::check::recurring::check(report, &rj);
         let mut tj = TimerJournal::default();
         for h in self.schedulers {
             match tokio::time::timeout(Duration::from_secs(60), h).await {

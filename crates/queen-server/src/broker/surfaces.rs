@@ -16,7 +16,7 @@ pub struct Surfaces {
     pub kv_calls: IntCounterVec,
     /// `queen_lock_ops_total{op, outcome}`: granted | refused | renewed | lost | released | read.
     pub lock_ops: IntCounterVec,
-    /// `queen_timer_events_total{event}`: scheduled | rescheduled | cancelled | absent | fired | duplicate | fire_failed | dead_lettered.
+    /// `queen_timer_events_total{event}`: scheduled | rescheduled | cancelled | absent | fired | duplicate | fire_failed | dead_lettered | skipped (missed ticks of a recurring timer, `catchUp: none`).
     pub timer_events: IntCounterVec,
     /// The sweeper sleeps until this instant at the latest.
     alarm: Mutex<Option<Instant>>,

@@ -6,6 +6,7 @@ use queen_proto::{PartitionName, QueueName};
 use uuid::Uuid;
 
 use super::{Broker, BrokerError};
+use crate::store::recurrence::Recurrence;
 use crate::store::{Sweep, TimerSchedule, TimerVerdict, TimerWrite};
 
 /// Timers one sweep fires at most; a full sweep is followed by another at once.
@@ -21,6 +22,11 @@ pub enum TimerReq {
         timer_key: String,
         partition: PartitionName,
         delay_ms: i64,
+        /// The first fire at this time instead of after `delay_ms` (a cron
+        /// timer without `delayMs`).
+        first_at: Option<chrono::DateTime<chrono::Utc>>,
+        /// Set for a recurring timer.
+        recurrence: Option<Recurrence>,
         txn: Option<String>,
         /// The message payload as JSON text.
         payload: String,
@@ -48,6 +54,8 @@ impl Broker {
                     timer_key,
                     partition,
                     delay_ms,
+                    first_at,
+                    recurrence,
                     txn,
                     payload,
                     producer_sub,
@@ -62,6 +70,8 @@ impl Broker {
                         timer_key,
                         partition: partition.as_str().to_owned(),
                         delay_ms,
+                        first_at,
+                        recurrence,
                         txn: txn.unwrap_or_else(|| Uuid::now_v7().to_string()),
                         message_id: Uuid::now_v7(),
                         payload: self.seal(encrypted, &payload)?,
@@ -97,8 +107,12 @@ impl Broker {
             };
             self.surfaces.timer_events.with_label_values(&[event]).inc();
             if let TimerWrite::Schedule(s) = w {
+                let ms = match s.first_at {
+                    Some(at) => (at - chrono::Utc::now()).num_milliseconds(),
+                    None => s.delay_ms,
+                };
                 self.surfaces
-                    .set_alarm(Duration::from_millis(s.delay_ms.max(0) as u64));
+                    .set_alarm(Duration::from_millis(ms.max(0) as u64));
             }
         }
     }
@@ -146,6 +160,7 @@ impl Broker {
                 fired,
                 retrying,
                 dead_lettered,
+                skipped,
                 due,
                 swept,
                 next_due_in_ms,
@@ -157,6 +172,9 @@ impl Broker {
             events
                 .with_label_values(&["dead_lettered"])
                 .inc_by(dead_lettered as u64);
+            events
+                .with_label_values(&["skipped"])
+                .inc_by(skipped as u64);
             total += fired.len();
             for f in &fired {
                 let event = if f.duplicate { "duplicate" } else { "fired" };

@@ -37,6 +37,7 @@ mod pop;
 mod push;
 mod queues;
 mod reads;
+pub mod recurrence;
 mod streams;
 mod timer_fire;
 mod timers;

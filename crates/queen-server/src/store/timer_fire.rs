@@ -11,12 +11,20 @@
 //! queue's DLQ under the group `__timer__` and removes it. When the database
 //! itself goes away the error ends the whole sweep: its transaction is
 //! gone, nothing was spent, and the next sweep tries again.
+//!
+//! A recurring timer fires as the tick `recurrence.rs` picks, under the
+//! transactionId of that tick (`fire_txn`), and is then re-armed at its
+//! next tick with a fresh message id instead of deleted; a fire skipped by
+//! `catchUp: none` only re-arms it. Its fifth permanent failure
+//! dead-letters that tick's message and re-arms the timer as well.
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::push::append_with;
 use super::queues::ensure_queue_with;
+use super::recurrence::{fire_txn, Recurrence};
 use super::{col, AppendStatus, NewMessage, StoreError};
 
 /// Permanent failures after which a timer is dead-lettered.
@@ -37,6 +45,10 @@ pub(super) struct DueTimer {
     pub payload: String,
     pub producer_sub: Option<String>,
     pub attempts: i32,
+    /// Set for a recurring timer, with the tick it is armed for.
+    pub recurrence: Option<(Recurrence, DateTime<Utc>)>,
+    /// The database clock when the sweep took it.
+    pub now: DateTime<Utc>,
 }
 
 impl DueTimer {
@@ -50,7 +62,74 @@ impl DueTimer {
             payload: col(r, "payload")?,
             producer_sub: col(r, "producer_sub")?,
             attempts: col(r, "attempts")?,
+            recurrence: recurrence_of(r)?,
+            now: col(r, "now")?,
         })
+    }
+}
+
+fn recurrence_of(
+    r: &tokio_postgres::Row,
+) -> Result<Option<(Recurrence, DateTime<Utc>)>, StoreError> {
+    let (interval_ms, cron, timezone, catch_up): (
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    ) = (
+        col(r, "interval_ms")?,
+        col(r, "cron")?,
+        col(r, "timezone")?,
+        col(r, "catch_up")?,
+    );
+    let tick_at: Option<DateTime<Utc>> = col(r, "tick_at")?;
+    let stored = Recurrence::from_stored(
+        interval_ms,
+        cron.as_deref(),
+        timezone.as_deref(),
+        catch_up.as_deref(),
+    );
+    Ok(match (stored, tick_at) {
+        (Ok(Some(rec)), Some(tick)) => Some((rec, tick)),
+        (Ok(_), _) => None,
+        (Err(e), _) => {
+            // validated when scheduled; only a parser that changed its mind
+            // gets here: the timer fires once more and is done
+            tracing::warn!(error = %e, "stored timer schedule no longer parses; firing it as one-shot");
+            None
+        }
+    })
+}
+
+/// What the fire of a due timer is: the transactionId of its message, and
+/// for a recurring timer the tick it re-arms at.
+struct Plan {
+    txn: String,
+    rearm_at: Option<DateTime<Utc>>,
+}
+
+/// `None`: a recurring timer whose missed ticks are skipped; it only
+/// re-arms, at the returned tick.
+fn plan(t: &DueTimer) -> Result<Plan, DateTime<Utc>> {
+    let Some((rec, armed)) = &t.recurrence else {
+        return Ok(Plan {
+            txn: t.txn.clone(),
+            rearm_at: None,
+        });
+    };
+    match rec.due(*armed, t.now) {
+        Some(d) => match d.fire_as {
+            Some(tick) => Ok(Plan {
+                txn: fire_txn(&t.txn, tick),
+                rearm_at: Some(d.next),
+            }),
+            None => Err(d.next),
+        },
+        // no tick follows: this fire is its last
+        None => Ok(Plan {
+            txn: fire_txn(&t.txn, *armed),
+            rearm_at: None,
+        }),
     }
 }
 
@@ -63,6 +142,8 @@ pub enum FireOutcome {
     Retrying { transient: bool },
     /// Failed for the last time; now in the DLQ.
     DeadLettered,
+    /// A recurring timer's missed ticks skipped (`catchUp: none`); re-armed.
+    Skipped,
 }
 
 /// Seconds until the next try after a failure: 1 s for a transient one
@@ -89,7 +170,7 @@ fn ends_the_sweep(e: &StoreError) -> bool {
     e.is_unavailable()
 }
 
-async fn append(client: &impl GenericClient, t: &DueTimer) -> Result<bool, StoreError> {
+async fn append(client: &impl GenericClient, t: &DueTimer, txn: &str) -> Result<bool, StoreError> {
     let (namespace, task) = match queen_proto::QueueName::new(&t.queue) {
         Ok(q) => q.derived_namespace_task(),
         Err(_) => (String::new(), String::new()),
@@ -99,7 +180,7 @@ async fn append(client: &impl GenericClient, t: &DueTimer) -> Result<bool, Store
         queue_id: row.id,
         partition: t.partition.clone(),
         message_id: t.message_id,
-        transaction_id: t.txn.clone(),
+        transaction_id: txn.to_owned(),
         trace_id: None,
         payload: t.payload.clone(),
         producer_sub: t.producer_sub.clone(),
@@ -110,13 +191,41 @@ async fn append(client: &impl GenericClient, t: &DueTimer) -> Result<bool, Store
         .is_some_and(|o| o.status == AppendStatus::Duplicate))
 }
 
-async fn delete(client: &impl GenericClient, t: &DueTimer) -> Result<(), StoreError> {
-    client
-        .execute(
-            "DELETE FROM queen.timers WHERE queue = $1 AND timer_key = $2",
-            &[&t.queue, &t.timer_key],
-        )
-        .await?;
+/// Removes a one-shot timer, or moves a recurring one to the tick
+/// `rearm_at` with a fresh message id (`fired`: count this fire).
+async fn done(
+    client: &impl GenericClient,
+    t: &DueTimer,
+    rearm_at: Option<DateTime<Utc>>,
+    fired: bool,
+) -> Result<(), StoreError> {
+    match rearm_at {
+        None => {
+            client
+                .execute(
+                    "DELETE FROM queen.timers WHERE queue = $1 AND timer_key = $2",
+                    &[&t.queue, &t.timer_key],
+                )
+                .await?
+        }
+        Some(at) => {
+            client
+                .execute(
+                    "UPDATE queen.timers
+                        SET tick_at = $3, deliver_at = $3, message_id = $4, attempts = 0,
+                            last_error = NULL, fires = fires + $5, updated_at = clock_timestamp()
+                      WHERE queue = $1 AND timer_key = $2",
+                    &[
+                        &t.queue,
+                        &t.timer_key,
+                        &at,
+                        &Uuid::now_v7(),
+                        &i64::from(fired),
+                    ],
+                )
+                .await?
+        }
+    };
     Ok(())
 }
 
@@ -125,11 +234,18 @@ pub(super) async fn fire_one(
     client: &impl GenericClient,
     t: &DueTimer,
 ) -> Result<FireOutcome, StoreError> {
+    let plan = match plan(t) {
+        Ok(p) => p,
+        Err(next) => {
+            done(client, t, Some(next), false).await?;
+            return Ok(FireOutcome::Skipped);
+        }
+    };
     client.batch_execute("SAVEPOINT timer_fire").await?;
-    let err = match append(client, t).await {
+    let err = match append(client, t, &plan.txn).await {
         Ok(duplicate) => {
             client.batch_execute("RELEASE SAVEPOINT timer_fire").await?;
-            delete(client, t).await?;
+            done(client, t, plan.rearm_at, true).await?;
             return Ok(FireOutcome::Fired { duplicate });
         }
         Err(e) if ends_the_sweep(&e) => return Err(e),
@@ -149,10 +265,10 @@ pub(super) async fn fire_one(
     };
     if attempts >= MAX_FIRE_ATTEMPTS {
         client.batch_execute("SAVEPOINT timer_dlq").await?;
-        match dead_letter(client, t, attempts, &message).await {
+        match dead_letter(client, t, &plan.txn, attempts, &message).await {
             Ok(()) => {
                 client.batch_execute("RELEASE SAVEPOINT timer_dlq").await?;
-                delete(client, t).await?;
+                done(client, t, plan.rearm_at, false).await?;
                 return Ok(FireOutcome::DeadLettered);
             }
             Err(e) if ends_the_sweep(&e) => return Err(e),
@@ -194,6 +310,7 @@ pub(super) async fn fire_one(
 async fn dead_letter(
     client: &impl GenericClient,
     t: &DueTimer,
+    txn: &str,
     attempts: i32,
     error: &str,
 ) -> Result<(), StoreError> {
@@ -226,7 +343,7 @@ async fn dead_letter(
                 &t.partition,
                 &TIMER_DLQ_GROUP,
                 &t.message_id,
-                &t.txn,
+                &txn,
                 &t.payload,
                 &t.producer_sub,
                 &error,

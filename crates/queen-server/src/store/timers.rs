@@ -8,12 +8,18 @@
 //! fires once or not at all, whatever number of replicas sweep. A cancel that
 //! meets a timer being fired waits for that transaction and then finds
 //! nothing (`absent`), so `too_late` is never answered.
+//!
+//! A recurring timer (`store/recurrence.rs`) is re-armed by its fire instead
+//! of deleted: the same transaction appends the tick's message and moves the
+//! row to the next tick, so each tick fires once whatever number of replicas
+//! sweep, and a cancel removes the schedule.
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
 use super::op::{with_op, DbOp};
+use super::recurrence::Recurrence;
 use super::timer_fire::{fire_one, DueTimer, FireOutcome};
 use super::{col, Store, StoreError};
 
@@ -27,6 +33,11 @@ pub struct TimerSchedule {
     pub timer_key: String,
     pub partition: String,
     pub delay_ms: i64,
+    /// The first fire at this absolute time instead of `delay_ms` (a cron
+    /// timer without `delayMs`: its first tick).
+    pub first_at: Option<DateTime<Utc>>,
+    /// Set for a recurring timer.
+    pub recurrence: Option<Recurrence>,
     pub txn: String,
     pub message_id: Uuid,
     /// The message payload as JSON text (sealed when the queue encrypts).
@@ -95,6 +106,14 @@ pub struct TimerRow {
     pub last_error: Option<String>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Recurring timers: the schedule as stored, the tick the next fire
+    /// stands for, and the fires so far.
+    pub interval_ms: Option<i64>,
+    pub cron: Option<String>,
+    pub timezone: Option<String>,
+    pub catch_up: Option<String>,
+    pub tick_at: Option<DateTime<Utc>>,
+    pub fires: i64,
 }
 
 /// A message a sweep appended.
@@ -113,6 +132,8 @@ pub struct Sweep {
     pub retrying: usize,
     /// Timers dead-lettered after their last failed fire.
     pub dead_lettered: usize,
+    /// Recurring timers whose missed ticks were skipped (`catchUp: none`).
+    pub skipped: usize,
     /// Due timers this sweep took (fired, retrying or dead-lettered).
     pub due: usize,
     /// `false` when another replica held the sweep lock.
@@ -128,20 +149,33 @@ pub(super) async fn timers_apply(
     for w in writes {
         out.push(match w {
             TimerWrite::Schedule(s) => {
+                let (interval_ms, cron, timezone) = s
+                    .recurrence
+                    .as_ref()
+                    .map_or((None, None, None), Recurrence::stored);
+                let catch_up = s.recurrence.as_ref().map(|r| r.catch_up.as_str());
                 let row = client
                     .query_one(
-                        "INSERT INTO queen.timers AS t (queue, timer_key, partition, deliver_at,
+                        "WITH first_fire AS (
+                             SELECT coalesce($10::timestamptz, clock_timestamp()
+                                 + make_interval(secs => $4::bigint / 1000.0)) AS at)
+                         INSERT INTO queen.timers AS t (queue, timer_key, partition, deliver_at,
                              txn, message_id, payload, encrypted, producer_sub, attempts,
-                             last_error, created_at, updated_at)
-                         VALUES ($1, $2, $3,
-                             clock_timestamp() + make_interval(secs => $4::bigint / 1000.0),
-                             $5, $6, $7, $8, $9, 0, NULL, clock_timestamp(), clock_timestamp())
+                             last_error, created_at, updated_at, interval_ms, cron, timezone,
+                             catch_up, tick_at, fires)
+                         SELECT $1, $2, $3, f.at, $5, $6, $7, $8, $9, 0, NULL, clock_timestamp(),
+                             clock_timestamp(), $11, $12, $13, $14,
+                             CASE WHEN $14::text IS NULL THEN NULL ELSE f.at END, 0
+                         FROM first_fire f
                          ON CONFLICT (queue, timer_key) DO UPDATE
                             SET partition = EXCLUDED.partition, deliver_at = EXCLUDED.deliver_at,
                                 txn = EXCLUDED.txn, message_id = EXCLUDED.message_id,
                                 payload = EXCLUDED.payload, encrypted = EXCLUDED.encrypted,
                                 producer_sub = EXCLUDED.producer_sub, attempts = 0,
-                                last_error = NULL, updated_at = EXCLUDED.updated_at
+                                last_error = NULL, updated_at = EXCLUDED.updated_at,
+                                interval_ms = EXCLUDED.interval_ms, cron = EXCLUDED.cron,
+                                timezone = EXCLUDED.timezone, catch_up = EXCLUDED.catch_up,
+                                tick_at = EXCLUDED.tick_at, fires = 0
                          RETURNING (xmax <> 0) AS rescheduled, deliver_at",
                         &[
                             &s.queue,
@@ -153,6 +187,11 @@ pub(super) async fn timers_apply(
                             &s.payload,
                             &s.encrypted,
                             &s.producer_sub,
+                            &s.first_at,
+                            &interval_ms,
+                            &cron,
+                            &timezone,
+                            &catch_up,
                         ],
                     )
                     .await?;
@@ -206,6 +245,12 @@ fn timer_row(r: &tokio_postgres::Row, with_payload: bool) -> Result<TimerRow, St
         last_error: col(r, "last_error")?,
         created_at: col(r, "created_at")?,
         updated_at: col(r, "updated_at")?,
+        interval_ms: col(r, "interval_ms")?,
+        cron: col(r, "cron")?,
+        timezone: col(r, "timezone")?,
+        catch_up: col(r, "catch_up")?,
+        tick_at: col(r, "tick_at")?,
+        fires: col(r, "fires")?,
     })
 }
 
@@ -286,14 +331,15 @@ impl Store {
             let due = tx
                 .query(
                     "SELECT queue, timer_key, partition, txn, message_id, payload, producer_sub,
-                            attempts
+                            attempts, interval_ms, cron, timezone, catch_up, tick_at,
+                            clock_timestamp() AS now
                      FROM queen.timers WHERE deliver_at <= clock_timestamp()
                      ORDER BY deliver_at LIMIT $1 FOR UPDATE SKIP LOCKED",
                     &[&batch],
                 )
                 .await?;
             let mut fired = Vec::with_capacity(due.len());
-            let (mut retrying, mut dead_lettered) = (0, 0);
+            let (mut retrying, mut dead_lettered, mut skipped) = (0, 0, 0);
             for r in &due {
                 let t = DueTimer::from_row(r)?;
                 match fire_one(&tx, &t).await? {
@@ -302,6 +348,7 @@ impl Store {
                         partition: t.partition,
                         duplicate,
                     }),
+                    FireOutcome::Skipped => skipped += 1,
                     FireOutcome::Retrying { .. } => retrying += 1,
                     FireOutcome::DeadLettered => dead_lettered += 1,
                 }
@@ -321,6 +368,7 @@ impl Store {
                 fired,
                 retrying,
                 dead_lettered,
+                skipped,
                 due: due.len(),
                 swept: true,
                 next_due_in_ms: next.map(|n| n.max(0.0) as i64),

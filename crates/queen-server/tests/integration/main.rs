@@ -37,6 +37,7 @@ mod pop;
 mod push;
 mod push_binary;
 mod reads;
+mod recurring_timers;
 mod schema;
 mod settings;
 mod spool;

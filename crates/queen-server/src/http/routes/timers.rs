@@ -16,6 +16,9 @@ use crate::app::AppState;
 use crate::broker::TimerReq;
 use crate::http::body::Query as QueryMap;
 use crate::http::surface_error::{read_operations, SurfaceError};
+use crate::store::recurrence::{
+    CatchUp, Every, Recurrence, RecurrenceError, MAX_RECURRING_TXN_CHARS,
+};
 use crate::store::{TimerRow, TimerVerdict, TimerWrite};
 
 /// Most operations per call.
@@ -187,10 +190,40 @@ fn row_json(r: &TimerRow) -> Value {
         "createdAt": t(r.created_at),
         "updatedAt": t(r.updated_at),
     });
+    if let Some(tick) = r.tick_at {
+        add_schedule(
+            &mut v,
+            r.interval_ms,
+            r.cron.as_deref(),
+            r.timezone.as_deref(),
+            r.catch_up.as_deref().unwrap_or("one"),
+        );
+        v["nextTickAt"] = json!(t(tick));
+        v["fires"] = json!(r.fires);
+    }
     if let Some(p) = &r.payload {
         v["payload"] = json!(base64::engine::general_purpose::STANDARD.encode(p));
     }
     v
+}
+
+/// The schedule fields of a recurring timer, as it was given.
+fn add_schedule(
+    v: &mut Value,
+    interval_ms: Option<i64>,
+    cron: Option<&str>,
+    timezone: Option<&str>,
+    catch_up: &str,
+) {
+    v["recurring"] = json!(true);
+    if let Some(ms) = interval_ms {
+        v["intervalMs"] = json!(ms);
+    }
+    if let Some(expr) = cron {
+        v["cron"] = json!(expr);
+        v["timezone"] = json!(timezone.unwrap_or("UTC"));
+    }
+    v["catchUp"] = json!(catch_up);
 }
 
 /// One result element (§5.4 of the client surface sheet).
@@ -202,13 +235,23 @@ pub fn element(w: &TimerWrite, v: &TimerVerdict) -> Value {
             txn,
             message_id,
             deliver_at,
-        } => json!({
-            "ok": true,
-            "status": if *rescheduled { "rescheduled" } else { "scheduled" },
-            "queue": queue, "timerKey": key, "txn": txn,
-            "messageId": message_id.to_string(),
-            "deliverAt": queen_proto::time::format_micros(*deliver_at),
-        }),
+        } => {
+            let mut e = json!({
+                "ok": true,
+                "status": if *rescheduled { "rescheduled" } else { "scheduled" },
+                "queue": queue, "timerKey": key, "txn": txn,
+                "messageId": message_id.to_string(),
+                "deliverAt": queen_proto::time::format_micros(*deliver_at),
+            });
+            if let TimerWrite::Schedule(s) = w {
+                if let Some(r) = &s.recurrence {
+                    let (interval_ms, cron, timezone) = r.stored();
+                    add_schedule(&mut e, interval_ms, cron, timezone, r.catch_up.as_str());
+                    e["nextTickAt"] = e["deliverAt"].clone();
+                }
+            }
+            e
+        }
         TimerVerdict::Cancelled { txn } => json!({
             "ok": true, "status": "cancelled", "queue": queue, "timerKey": key, "txn": txn,
         }),
@@ -383,18 +426,45 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Surface
         }
     }
     .map_err(|e| bad("timers_bad_partition", e.to_string()))?;
+    let recurrence = recurrence_of(m)?;
     let delay_ms = match m.get("delayMs") {
-        None | Some(Value::Null) => {
-            return Err(bad("timers_delay_required", "delayMs is required"))
-        }
+        None | Some(Value::Null) => None,
         // a delay <= 0 fires at the next sweep: clamped to 0, so no
         // negative delay (i64::MIN included) reaches the database's clock
-        Some(Value::Number(n)) => n
-            .as_i64()
-            .ok_or_else(|| bad("timers_bad_delay", "delayMs must be an integer"))?
-            .max(0),
+        Some(Value::Number(n)) => Some(
+            n.as_i64()
+                .ok_or_else(|| bad("timers_bad_delay", "delayMs must be an integer"))?
+                .max(0),
+        ),
         Some(_) => return Err(bad("timers_bad_delay", "delayMs must be an integer")),
     };
+    let (delay_ms, first_at) = match (delay_ms, &recurrence) {
+        (Some(d), _) => (d, None),
+        (None, None) => return Err(bad("timers_delay_required", "delayMs is required")),
+        // a recurring timer without a delay fires first at its first tick
+        (None, Some(r)) => match &r.every {
+            Every::Interval { ms } => (*ms, None),
+            Every::Cron { .. } => {
+                let first = r
+                    .next_after(chrono::Utc::now())
+                    .ok_or_else(|| bad("timers_bad_cron", "cron never occurs"))?;
+                (0, Some(first))
+            }
+        },
+    };
+    if recurrence.is_some()
+        && txn
+            .as_ref()
+            .is_some_and(|t| t.chars().count() > MAX_RECURRING_TXN_CHARS)
+    {
+        return Err(bad(
+            "timers_bad_txn",
+            format!(
+                "txn of a recurring timer must be at most {MAX_RECURRING_TXN_CHARS} characters \
+                 (each fire's transactionId is txn@<tick>)"
+            ),
+        ));
+    }
     if delay_ms > HORIZON_MS {
         return Err(SurfaceError::with_status(
             axum::http::StatusCode::FORBIDDEN,
@@ -440,72 +510,80 @@ fn parse_op(v: &Value, producer_sub: Option<String>) -> Result<TimerReq, Surface
         timer_key,
         partition,
         delay_ms,
+        first_at,
+        recurrence,
         txn,
         payload: text,
         producer_sub,
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn refused(e: RecurrenceError) -> SurfaceError {
+    let reason = match e.field {
+        "intervalMs" => "timers_bad_interval",
+        "timezone" => "timers_bad_timezone",
+        _ => "timers_bad_cron",
+    };
+    bad(reason, e.to_string())
+}
 
-    fn refused(v: Value) -> (u16, String) {
-        let e = parse_ops(&[v], None).unwrap_err();
-        (e.status.as_u16(), e.reason)
-    }
-
-    #[test]
-    fn bad_timer_operations_are_refused() {
-        let p = base64::engine::general_purpose::STANDARD.encode(b"{\"a\":1}");
-        let ok =
-            json!({"op": "schedule", "queue": "q", "timerKey": "k", "payload": p, "delayMs": 5});
-        assert!(parse_ops(std::slice::from_ref(&ok), None).is_ok());
-        let with = |k: &str, v: Value| {
-            let mut o = ok.clone();
-            o[k] = v;
-            o
-        };
-        assert_eq!(refused(with("op", json!("frob"))).1, "timers_unknown_op");
-        assert_eq!(
-            refused(with("deliverAt", json!("x"))).1,
-            "timers_server_owned_field"
-        );
-        assert_eq!(refused(with("_x", json!(1))).1, "timers_server_owned_field");
-        assert_eq!(
-            refused(with("payload", json!("%%%"))).1,
-            "timers_payload_not_base64"
-        );
-        assert_eq!(refused(with("delayMs", json!("5"))).1, "timers_bad_delay");
-        assert_eq!(
-            refused(with("delayMs", json!(HORIZON_MS + 1))),
-            (403, "timers_horizon".into())
-        );
-        assert_eq!(
-            refused(with("partition", json!(""))).1,
-            "timers_bad_partition"
-        );
-        assert_eq!(refused(with("timerKey", json!(""))).1, "timers_bad_key");
-        for key in ["d/./x", "..", "a/", "/a", "a//b", "%2e%2E/x"] {
-            assert_eq!(refused(with("timerKey", json!(key))).1, "timers_bad_key");
+/// The schedule of a recurring timer: `intervalMs` or `cron` (with
+/// `timezone`), and `catchUp`; `None` for a one-shot timer.
+fn recurrence_of(m: &Map<String, Value>) -> Result<Option<Recurrence>, SurfaceError> {
+    let present = |k: &str| m.get(k).is_some_and(|v| !v.is_null());
+    let catch_up = match m.get("catchUp") {
+        None | Some(Value::Null) => CatchUp::One,
+        Some(v) => v
+            .as_str()
+            .and_then(CatchUp::parse)
+            .ok_or_else(|| bad("timers_bad_catch_up", "catchUp must be \"one\" or \"none\""))?,
+    };
+    let timezone = match m.get("timezone") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(z)) => Some(z.as_str()),
+        Some(_) => {
+            return Err(bad(
+                "timers_bad_timezone",
+                "timezone must be an IANA time zone name",
+            ))
         }
-        assert_eq!(refused(with("queue", json!("."))).1, "timers_bad_queue");
-        assert_eq!(refused(with("txn", json!("t\u{0}x"))).1, "timers_bad_txn");
-        for delay in [json!(-1_000_000_000_000_000_i64), json!(i64::MIN)] {
-            let Ok(reqs) = parse_ops(&[with("delayMs", delay)], None) else {
-                panic!("a negative delay is clamped, not refused");
+    };
+    match (present("intervalMs"), present("cron")) {
+        (true, true) => Err(bad(
+            "timers_bad_schedule",
+            "intervalMs and cron: give one of them, not both",
+        )),
+        (true, false) if timezone.is_some() => Err(bad(
+            "timers_bad_timezone",
+            "timezone applies to cron schedules only",
+        )),
+        (true, false) => {
+            let ms = m["intervalMs"]
+                .as_i64()
+                .ok_or_else(|| bad("timers_bad_interval", "intervalMs must be an integer"))?;
+            Recurrence::interval(ms, HORIZON_MS, catch_up)
+                .map(Some)
+                .map_err(refused)
+        }
+        (false, true) => {
+            let Some(expr) = m["cron"].as_str() else {
+                return Err(bad("timers_bad_cron", "cron must be a string"));
             };
-            assert!(matches!(reqs[0], TimerReq::Schedule { delay_ms: 0, .. }));
+            Recurrence::cron(expr, timezone, catch_up)
+                .map(Some)
+                .map_err(refused)
         }
-        let raw = base64::engine::general_purpose::STANDARD.encode(b"not json");
-        assert_eq!(
-            refused(with("payload", json!(raw))).1,
-            "timers_payload_not_json"
-        );
-        let twice = [ok.clone(), ok];
-        assert_eq!(
-            parse_ops(&twice, None).unwrap_err().reason,
-            "timers_duplicate_in_call"
-        );
+        (false, false) if timezone.is_some() => Err(bad(
+            "timers_bad_timezone",
+            "timezone applies to cron schedules only",
+        )),
+        (false, false) if present("catchUp") => Err(bad(
+            "timers_bad_catch_up",
+            "catchUp applies to recurring timers (intervalMs or cron) only",
+        )),
+        (false, false) => Ok(None),
     }
 }
+
+#[cfg(test)]
+mod tests;
