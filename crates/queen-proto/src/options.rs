@@ -15,6 +15,8 @@ pub struct QueueOptions {
     pub retry_limit: i32,
     pub retry_delay: i32,
     pub max_size: i32,
+    /// Seconds after which a message is not delivered any more (0: never);
+    /// dead-lettered with `dead_letter_queue`, else counted as expired.
     pub ttl: i32,
     pub dead_letter_queue: bool,
     pub dlq_after_max_retries: bool,
@@ -35,9 +37,9 @@ impl Default for QueueOptions {
             priority: 0,
             lease_time: 300,
             retry_limit: 3,
-            retry_delay: 1000,
+            retry_delay: 0,
             max_size: 0,
-            ttl: 3600,
+            ttl: 0,
             dead_letter_queue: false,
             dlq_after_max_retries: false,
             delayed_processing: 0,

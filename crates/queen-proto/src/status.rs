@@ -18,6 +18,8 @@ pub struct MessageTotals {
     /// Always 0: failed messages are retried or dead-lettered.
     pub failed: i64,
     pub dead_letter: i64,
+    /// Passed over for the queue's ttl and not dead-lettered.
+    pub expired: i64,
 }
 
 /// Total, pending and leased messages (queue lists).

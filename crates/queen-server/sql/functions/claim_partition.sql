@@ -22,6 +22,12 @@
 -- partition) and not deleted one by one. The lease still covers everything
 -- from the cursor up to it, so the ack of that message commits all of it,
 -- and nothing behind it is delivered to the group afterwards.
+-- With p_ttl_seconds > 0 (the queue's ttl) the messages past the cursor that
+-- are older than that when the pop would deliver them are passed over
+-- first: a prefix of the partition, whole segments (created_at never moves
+-- backwards). They go to the group's dead-letter queue with an error saying
+-- they expired when p_expire_dlq, else they are counted in the cursor row's
+-- total_expired; the cursor moves past them and what follows is delivered.
 -- Called by: `Store::claim` for pops of one partition, and queen.pop_queue
 -- for every candidate of a wildcard pop.
 
@@ -41,7 +47,9 @@ CREATE OR REPLACE FUNCTION queen.claim_partition(
     p_sub_mode       text,
     p_sub_from       text,
     p_holder         text,
-    p_conflate       boolean DEFAULT false
+    p_conflate       boolean DEFAULT false,
+    p_ttl_seconds    integer DEFAULT 0,
+    p_expire_dlq     boolean DEFAULT false
 ) RETURNS TABLE (msg_offset bigint, message_id uuid, transaction_id text, trace_id uuid,
                  payload text, producer_sub text, created_at timestamptz, lease_id uuid)
 LANGUAGE plpgsql
@@ -57,6 +65,8 @@ DECLARE
     v_lastc   timestamptz;
     v_start   bigint;
     v_from    bigint;      -- first delivered offset
+    v_exp     bigint;      -- last expired offset
+    v_expired bigint;      -- messages expired (not counting offsets deleted one by one)
     v_end     bigint;
     v_stop    bigint;      -- last offset of the deliverable run
     v_hi      bigint;      -- last_offset of the run's last segment
@@ -112,6 +122,60 @@ BEGIN
         END IF;
         RETURN;
     END IF;
+    IF p_ttl_seconds > 0 THEN
+        -- the expired prefix: whole segments older than the ttl
+        v_exp := v_start - 1;
+        FOR s IN
+            SELECT sg.last_offset, sg.created_at
+            FROM queen.segments sg
+            WHERE sg.partition_id = p_partition_id AND sg.last_offset >= v_start
+            ORDER BY sg.last_offset
+        LOOP
+            EXIT WHEN s.created_at > now() - make_interval(secs => p_ttl_seconds);
+            v_exp := s.last_offset;
+        END LOOP;
+        IF v_exp >= v_start THEN
+            WITH gone AS (
+                SELECT sg.first_offset + u.n - 1 AS off, u.mid, u.txn, u.tr, u.pl, u.ps, sg.created_at
+                FROM queen.segments sg
+                CROSS JOIN LATERAL unnest(sg.message_ids, sg.transaction_ids, sg.trace_ids, sg.payloads,
+                                          coalesce(sg.producer_subs,
+                                                   array_fill(NULL::text, ARRAY[cardinality(sg.message_ids)])))
+                           WITH ORDINALITY AS u(mid, txn, tr, pl, ps, n)
+                WHERE sg.partition_id = p_partition_id AND sg.last_offset BETWEEN v_start AND v_exp
+                  AND sg.first_offset + u.n - 1 >= v_start
+                  AND NOT (sg.deleted_offsets IS NOT NULL
+                           AND (sg.first_offset + u.n - 1) = ANY (sg.deleted_offsets))
+            ), filed AS (
+                INSERT INTO queen.dead_letters (partition_id, consumer_group, msg_offset, message_id,
+                                                transaction_id, trace_id, payload, producer_sub,
+                                                error_message, retry_count, original_created_at)
+                SELECT p_partition_id, p_group, g.off, g.mid, g.txn, g.tr, g.pl, g.ps,
+                       format('Expired: older than the queue''s ttl of %s s', p_ttl_seconds),
+                       c.retry_count, g.created_at
+                FROM gone g
+                WHERE p_expire_dlq
+                -- the one unique key besides the id: (partition, group, offset);
+                -- not named, since msg_offset is also this function's output
+                ON CONFLICT DO NOTHING
+            )
+            SELECT count(*) INTO v_expired FROM gone;
+            UPDATE queen.log_consumers
+            SET committed_offset = v_exp, retry_count = 0,
+                total_expired = total_expired + CASE WHEN p_expire_dlq THEN 0 ELSE v_expired END
+            WHERE partition_id = p_partition_id AND consumer_group = p_group;
+            c.committed_offset := v_exp;
+            v_start := v_exp + 1;
+            IF v_start >= v_next THEN
+                IF c.lease_expires_at IS NOT NULL THEN
+                    UPDATE queen.log_consumers SET lease_expires_at = NULL
+                    WHERE partition_id = p_partition_id AND consumer_group = p_group;
+                END IF;
+                RETURN;
+            END IF;
+        END IF;
+    END IF;
+
     IF p_conflate THEN
         -- the newest visible message; the delay hides a suffix, since
         -- created_at never moves backwards within a partition

@@ -18,7 +18,9 @@
 -- p_max_partitions > 1; else the one partition's own id minted from it (see
 -- queen.claim_partition). Every message row carries it.
 -- With p_conflate (a conflating consumer group) each claimed partition gives
--- its newest visible message only (queen.claim_partition).
+-- its newest visible message only (queen.claim_partition), and messages
+-- older than p_ttl_seconds are passed over (and dead-lettered with
+-- p_expire_dlq) before anything is delivered.
 -- Called by: `Store::claim`, for wildcard pops.
 
 CREATE OR REPLACE FUNCTION queen.pop_queue(
@@ -38,7 +40,9 @@ CREATE OR REPLACE FUNCTION queen.pop_queue(
     p_hints            text[],     -- partition names, in the order to try them
     p_report_drained   boolean,
     p_walk             boolean,    -- false: only the hints, no walk
-    p_conflate         boolean DEFAULT false   -- one message per partition: its newest
+    p_conflate         boolean DEFAULT false,  -- one message per partition: its newest
+    p_ttl_seconds      integer DEFAULT 0,      -- the queue's ttl (0: none)
+    p_expire_dlq       boolean DEFAULT false   -- expired messages go to the DLQ
 ) RETURNS TABLE (partition_id uuid, partition_name text, msg_offset bigint, message_id uuid,
                  transaction_id text, trace_id uuid, payload text, producer_sub text,
                  created_at timestamptz, lease_id uuid)
@@ -107,7 +111,7 @@ BEGIN
                 FROM queen.claim_partition(v_ids[j], p_queue_name, v_names[j], p_group, v_left,
                                            p_lease_id, p_max_partitions > 1, p_lease_seconds, p_auto_ack, p_delay_seconds,
                                            p_window_seconds, '', p_sub_mode, p_sub_from, p_holder,
-                                           p_conflate) m;
+                                           p_conflate, p_ttl_seconds, p_expire_dlq) m;
             GET DIAGNOSTICS v_n = ROW_COUNT;
             IF v_n > 0 THEN
                 v_claims := v_claims + 1;

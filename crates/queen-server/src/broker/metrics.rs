@@ -26,6 +26,8 @@ pub struct Metrics {
     pub pop_maintenance: IntGauge,
     pub dlq_depth: IntGauge,
     pub dlq_depth_by_queue: prometheus::IntGaugeVec,
+    /// Messages passed over for their queue's ttl and not dead-lettered.
+    pub expired_by_queue: prometheus::IntGaugeVec,
     /// Disk spool: records and bytes waiting, entries in `failed/`.
     pub spool_records: IntGauge,
     pub spool_bytes: IntGauge,
@@ -116,6 +118,17 @@ impl Default for Metrics {
         .expect("valid metric");
         registry
             .register(Box::new(dlq_depth_by_queue.clone()))
+            .expect("unique metric");
+        let expired_by_queue = prometheus::IntGaugeVec::new(
+            Opts::new(
+                "queen_messages_expired",
+                "messages passed over for their queue's ttl and not dead-lettered, per queue (the most any group passed over, summed over partitions)",
+            ),
+            &["queue"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(expired_by_queue.clone()))
             .expect("unique metric");
         let mesh_peer = prometheus::IntGaugeVec::new(
             Opts::new(
@@ -209,6 +222,7 @@ impl Default for Metrics {
                 "dead letters stored in the cluster",
             ),
             dlq_depth_by_queue,
+            expired_by_queue,
             spool_records: gauge(
                 &registry,
                 "queen_spool_records",

@@ -171,8 +171,14 @@ impl Broker {
         m.spool_failed.set(spool.failed as i64);
         if let Ok(rows) = self.store.partition_stats(None).await {
             m.dlq_depth_by_queue.reset();
+            m.expired_by_queue.reset();
             let mut total = 0;
             for r in &rows {
+                if r.expired > 0 {
+                    m.expired_by_queue
+                        .with_label_values(&[r.queue.as_str()])
+                        .add(r.expired);
+                }
                 total += r.dead_letter;
                 if r.dead_letter > 0 {
                     m.dlq_depth_by_queue

@@ -119,7 +119,8 @@ impl Store {
                                 "SELECT pt.id AS partition_id, pt.name AS partition_name, m.*
                                  FROM queen.partitions pt,
                                       LATERAL queen.claim_partition(pt.id, $3, pt.name, $4, $5, $6, false, $7,
-                                                                    $8, $9, $10, pt.name, $11, $12, $13, $14) m
+                                                                    $8, $9, $10, pt.name, $11, $12, $13, $14,
+                                                                    $15, $16) m
                                  WHERE pt.queue_id = $1 AND pt.name = $2",
                             )
                             .await?;
@@ -141,6 +142,8 @@ impl Store {
                                 &req.subscription_from,
                                 &req.holder,
                                 &req.conflate,
+                                &o.ttl,
+                                &o.dead_letter_queue,
                             ],
                         )
                         .await?
@@ -148,7 +151,7 @@ impl Store {
                 None => {
                     let stmt = client
                             .prepare_cached(
-                                "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15, $16)",
+                                "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15, $16, $17, $18)",
                             )
                             .await?;
                     client
@@ -171,6 +174,8 @@ impl Store {
                                 &req.hints,
                                 &req.walk,
                                 &req.conflate,
+                                &o.ttl,
+                                &o.dead_letter_queue,
                             ],
                         )
                         .await?
@@ -250,6 +255,7 @@ fn hinted_applies(req: &ClaimRequest<'_>) -> bool {
         && !req.auto_ack
         && o.delayed_processing <= 0
         && o.window_buffer <= 0
+        && o.ttl <= 0
 }
 
 /// Messages and, for wildcard pops, the drained-hint marker rows (a

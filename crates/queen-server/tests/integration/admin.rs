@@ -214,6 +214,7 @@ async fn consumer_group_listing_detail_and_deletion() {
             "subscriptionMode",
             "subscriptionTimestamp",
             "subscriptionCreatedAt",
+            "conflation",
         ],
     );
     assert_eq!(entry["topics"], json!([q]));

@@ -277,7 +277,7 @@ async fn retention_lists_policies_and_job_runs() {
     assert_eq!(
         r["policies"],
         json!([{"queue": q, "retentionEnabled": true, "retentionSeconds": 600,
-                "completedRetentionSeconds": 60, "ttl": 3600, "storedMessages": 4}])
+                "completedRetentionSeconds": 60, "ttl": 0, "storedMessages": 4}])
     );
     assert_eq!(
         r["totals"],

@@ -25,8 +25,8 @@ const OPTION_KEYS: [&str; 15] = [
 
 fn defaults() -> Value {
     json!({
-        "priority": 0, "leaseTime": 300, "retryLimit": 3, "retryDelay": 1000,
-        "maxSize": 0, "ttl": 3600, "deadLetterQueue": false, "dlqAfterMaxRetries": false,
+        "priority": 0, "leaseTime": 300, "retryLimit": 3, "retryDelay": 0,
+        "maxSize": 0, "ttl": 0, "deadLetterQueue": false, "dlqAfterMaxRetries": false,
         "delayedProcessing": 0, "windowBuffer": 0, "retentionSeconds": 0,
         "completedRetentionSeconds": 0, "retentionEnabled": false,
         "encryptionEnabled": false, "maxWaitTimeSeconds": 0

@@ -36,6 +36,7 @@ mod planner_stats;
 mod pop;
 mod push;
 mod push_binary;
+mod queue_options;
 mod reads;
 mod recurring_timers;
 mod schema;

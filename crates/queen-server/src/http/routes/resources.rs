@@ -24,6 +24,7 @@ pub struct Totals {
     pub processing: i64,
     pub completed: i64,
     pub dead_letter: i64,
+    pub expired: i64,
     pub partitions: i64,
 }
 
@@ -44,6 +45,7 @@ impl Totals {
         self.processing += s.processing;
         self.completed += s.completed;
         self.dead_letter += s.dead_letter;
+        self.expired += s.expired;
         self.partitions += 1;
     }
 
@@ -55,6 +57,7 @@ impl Totals {
             completed: self.completed,
             failed: 0,
             dead_letter: self.dead_letter,
+            expired: self.expired,
         }
     }
 
@@ -170,6 +173,7 @@ pub fn partition_counts(p: &PartitionStats) -> MessageTotals {
         completed: p.completed,
         failed: 0,
         dead_letter: p.dead_letter,
+        expired: p.expired,
     }
 }
 

@@ -22,20 +22,24 @@ pub struct PartitionStats {
     pub completed: i64,
     pub processing: i64,
     pub dead_letter: i64,
+    /// Messages passed over for the queue's ttl and not dead-lettered (the
+    /// most any group passed over).
+    pub expired: i64,
     pub oldest_message: Option<DateTime<Utc>>,
     pub newest_message: Option<DateTime<Utc>>,
     pub last_consumed_at: Option<DateTime<Utc>>,
 }
 
 impl PartitionStats {
-    /// Messages neither completed, leased nor dead-lettered.
+    /// Messages neither completed, leased, dead-lettered nor expired.
     pub fn pending(&self) -> i64 {
-        (self.total - self.completed - self.processing - self.dead_letter).max(0)
+        (self.total - self.completed - self.processing - self.dead_letter - self.expired).max(0)
     }
 
     fn from_row(r: &Row) -> Result<Self, StoreError> {
         let consumed: i64 = col(r, "consumed")?;
         let dead_letter: i64 = col(r, "dead_letter")?;
+        let expired: i64 = col(r, "expired")?;
         Ok(Self {
             queue_id: col(r, "queue_id")?,
             queue: col(r, "queue")?,
@@ -46,10 +50,12 @@ impl PartitionStats {
             partition: col(r, "partition")?,
             created_at: col(r, "created_at")?,
             total: col(r, "total")?,
-            // a dead-lettered message moved the cursor too; count it once, as dead
-            completed: (consumed - dead_letter).max(0),
+            // a dead-lettered or expired message moved the cursor too; count
+            // it once, as dead or expired
+            completed: (consumed - dead_letter - expired).max(0),
             processing: col(r, "processing")?,
             dead_letter,
+            expired,
             oldest_message: col(r, "oldest_message")?,
             newest_message: col(r, "newest_message")?,
             last_consumed_at: col(r, "last_consumed_at")?,
@@ -73,6 +79,7 @@ impl Store {
                                 coalesce(s.completed, 0) AS consumed,
                                 coalesce(s.processing, 0)::bigint AS processing,
                                 coalesce(s.dead_letter, 0) AS dead_letter,
+                                coalesce(s.expired, 0)::bigint AS expired,
                                 s.oldest_message, s.newest_message, s.last_consumed_at
                          FROM queen.queues q
                          LEFT JOIN queen.partition_stats s ON s.queue_id = q.id
