@@ -67,6 +67,7 @@ DECLARE
     v_from    bigint;      -- first delivered offset
     v_exp     bigint;      -- last expired offset
     v_expired bigint;      -- messages expired (not counting offsets deleted one by one)
+    v_quiet   boolean;     -- the window buffer lets the partition be delivered
     v_end     bigint;
     v_stop    bigint;      -- last offset of the deliverable run
     v_hi      bigint;      -- last_offset of the run's last segment
@@ -114,15 +115,9 @@ BEGIN
     SELECT pt.next_offset, pt.low_offset, pt.last_created_at INTO v_next, v_low, v_lastc
     FROM queen.partitions pt WHERE pt.id = p_partition_id;
     v_start := greatest(c.committed_offset + 1, v_low);
-    IF v_start >= v_next
-       OR (p_window_seconds > 0 AND v_lastc > now() - make_interval(secs => p_window_seconds)) THEN
-        IF c.lease_expires_at IS NOT NULL THEN
-            UPDATE queen.log_consumers SET lease_expires_at = NULL
-            WHERE partition_id = p_partition_id AND consumer_group = p_group;
-        END IF;
-        RETURN;
-    END IF;
-    IF p_ttl_seconds > 0 THEN
+    v_quiet := p_window_seconds <= 0
+               OR coalesce(v_lastc <= now() - make_interval(secs => p_window_seconds), true);
+    IF p_ttl_seconds > 0 AND v_quiet AND v_start < v_next THEN
         -- the expired prefix: whole segments older than the ttl
         v_exp := v_start - 1;
         FOR s IN
@@ -166,14 +161,14 @@ BEGIN
             WHERE partition_id = p_partition_id AND consumer_group = p_group;
             c.committed_offset := v_exp;
             v_start := v_exp + 1;
-            IF v_start >= v_next THEN
-                IF c.lease_expires_at IS NOT NULL THEN
-                    UPDATE queen.log_consumers SET lease_expires_at = NULL
-                    WHERE partition_id = p_partition_id AND consumer_group = p_group;
-                END IF;
-                RETURN;
-            END IF;
         END IF;
+    END IF;
+    IF v_start >= v_next OR NOT v_quiet THEN
+        IF c.lease_expires_at IS NOT NULL THEN
+            UPDATE queen.log_consumers SET lease_expires_at = NULL
+            WHERE partition_id = p_partition_id AND consumer_group = p_group;
+        END IF;
+        RETURN;
     END IF;
 
     IF p_conflate THEN
@@ -199,14 +194,9 @@ BEGIN
                 EXIT;
             END IF;
         END LOOP;
-        IF v_stop IS NULL THEN
-            IF c.lease_expires_at IS NOT NULL THEN
-                UPDATE queen.log_consumers SET lease_expires_at = NULL
-                WHERE partition_id = p_partition_id AND consumer_group = p_group;
-            END IF;
-            RETURN;
-        END IF;
-        v_from := v_stop;
+        -- nothing visible: the empty run, which releases a stale lease below
+        v_stop := coalesce(v_stop, v_start - 1);
+        v_from := greatest(v_stop, v_start);
     ELSE
         v_end := least(v_next - 1, v_start + p_batch - 1);
 
