@@ -161,7 +161,11 @@ mod tests {
             assert!(!IGNORED.iter().any(|(n, _)| *n == name), "{name}");
             // a prefix of the reference's knobs may cover a name this broker
             // reads (QUEEN_POP_AUTOPILOT under QUEEN_POP_): it is not warned about
-            assert_eq!(unused_variable_warnings([name]), Vec::<String>::new(), "{name}");
+            assert_eq!(
+                unused_variable_warnings([name]),
+                Vec::<String>::new(),
+                "{name}"
+            );
         }
         assert!(unused_variable_warnings(["QUEEN_POP_BATCH_SIZE"])
             .iter()

@@ -27,7 +27,10 @@ async fn a_message_past_its_ttl_is_never_delivered_and_what_follows_is() {
     assert_eq!(res["totals"]["expired"], 3, "{res}");
     assert_eq!(res["totals"]["deadLetter"], 0, "{res}");
     let client = db.client().await.unwrap();
-    assert_eq!(count(&client, "SELECT count(*) FROM queen.dead_letters").await, 0);
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.dead_letters").await,
+        0
+    );
     assert_eq!(
         prometheus_value(&b, &format!("queen_messages_expired{{queue=\"{queue}\"}}")).await,
         Some(3.0)
@@ -58,7 +61,10 @@ async fn expired_messages_go_to_the_dead_letter_queue_when_it_is_on() {
     );
     let (_, res) = b.get(&format!("/api/v1/resources/queues/{queue}")).await;
     assert_eq!(res["totals"]["deadLetter"], 2, "{res}");
-    assert_eq!(res["totals"]["expired"], 0, "counted once, as dead letters: {res}");
+    assert_eq!(
+        res["totals"]["expired"], 0,
+        "counted once, as dead letters: {res}"
+    );
     assert_eq!(res["totals"]["pending"], 0, "{res}");
     assert_eq!(res["totals"]["completed"], 0, "{res}");
 }
@@ -74,7 +80,9 @@ async fn a_young_message_is_delivered_and_the_defaults_enforce_nothing() {
     // a queue made by a push has ttl 0 and retryDelay 0: nothing expires
     let other = unique("ttl-default");
     push_numbered(&b, &other, "p", "d", 1).await;
-    let (_, res) = b.post("/api/v1/configure", &json!({ "queue": other })).await;
+    let (_, res) = b
+        .post("/api/v1/configure", &json!({ "queue": other }))
+        .await;
     assert_eq!(res["options"]["ttl"], 0, "{res}");
     assert_eq!(res["options"]["retryDelay"], 0, "{res}");
 }
