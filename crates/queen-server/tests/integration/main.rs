@@ -38,6 +38,7 @@ mod push;
 mod push_binary;
 mod queue_options;
 mod reads;
+mod router_walk;
 mod recurring_timers;
 mod schema;
 mod settings;
