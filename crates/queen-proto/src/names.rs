@@ -84,6 +84,13 @@ pub fn path_problem(s: &str) -> Option<PathProblem> {
     empty.then_some(PathProblem::EmptySegment)
 }
 
+/// Whether a transactionId has a `.` or `..` segment: the routes that name
+/// a message by it in their path (retry, dead-letter deletion) could not
+/// reach it. Empty segments are allowed: `/` travels percent-encoded.
+pub fn transaction_id_has_dot_segment(t: &str) -> bool {
+    path_problem(t) == Some(PathProblem::DotSegment)
+}
+
 /// [`path_problem`] as the error of a name of `kind`.
 pub fn check_path(kind: &'static str, s: &str) -> Result<(), NameError> {
     match path_problem(s) {

@@ -474,6 +474,9 @@ fn check_transaction_id(t: &str, place: Place) -> Result<(), BinaryError> {
     if t.len() > MAX_TRANSACTION_ID_CHARS && t.chars().count() > MAX_TRANSACTION_ID_CHARS {
         return Err(BinaryError::TooLong(place));
     }
+    if crate::names::transaction_id_has_dot_segment(t) {
+        return Err(BinaryError::Path(place, crate::names::PathProblem::DotSegment));
+    }
     Ok(())
 }
 

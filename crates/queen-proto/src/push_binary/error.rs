@@ -94,6 +94,8 @@ pub enum BinaryError {
     Nul(Place),
     #[error("binary body: {0} must be at most {MAX_TRANSACTION_ID_CHARS} characters")]
     TooLong(Place),
+    #[error("binary body: {0} {1}")]
+    Path(Place, crate::names::PathProblem),
     #[error("binary body: {place} is not one JSON document: {reason}")]
     Payload { place: Place, reason: String },
     #[error("binary body: {place}: {reason}")]

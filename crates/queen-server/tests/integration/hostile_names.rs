@@ -351,3 +351,54 @@ async fn values_the_database_cannot_hold_are_refused_naming_the_field() {
     assert_eq!(got.len(), 3, "the three timers fired");
     b.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_id_with_a_dot_segment_is_refused_json_and_binary() {
+    use queen_proto::push_binary::{encode_push, Batch, Form, Message};
+
+    let (db, b) = setup().await;
+    let q = unique("txn-dots");
+    for txn in ["..", "a/../b", "a/./b", "%2e%2e"] {
+        let (status, body) = b
+            .post(
+                "/api/v1/push",
+                &json!({"items": [{"queue": q, "partition": "p", "payload": 1, "transactionId": txn}]}),
+            )
+            .await;
+        let error = assert_error(status, &body, StatusCode::BAD_REQUEST);
+        assert!(error.contains("transactionId"), "{txn}: {error}");
+        let batches = [Batch {
+            queue: &q,
+            partition: "p",
+            messages: vec![Message {
+                transaction_id: txn,
+                message_id: uuid::Uuid::now_v7(),
+                payload: b"1",
+            }],
+        }];
+        for form in [Form::Plain { zstd: false }, Form::Frames] {
+            let bytes = encode_push(&batches, form, false).unwrap();
+            let r = b
+                .http
+                .post(b.url("/api/v1/push"))
+                .header("content-type", "application/x-queen-push")
+                .body(bytes)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), StatusCode::BAD_REQUEST, "{txn} {form:?}");
+            let body: Value = r.json().await.unwrap();
+            assert!(
+                body["error"].as_str().unwrap().contains("transactionId"),
+                "{body}"
+            );
+        }
+    }
+    // a slash alone travels percent-encoded: still accepted
+    push_one(&b, &q, "p", json!(1), "order/42").await;
+    let client = db.client().await.unwrap();
+    assert_eq!(
+        count(&client, "SELECT count(*) FROM queen.message_keys").await,
+        1
+    );
+}

@@ -102,6 +102,15 @@ fn parse_item(
         return Err(nul_error("transactionId"));
     }
     if transaction_id
+        .as_deref()
+        .is_some_and(queen_proto::names::transaction_id_has_dot_segment)
+    {
+        return Err(ApiError::bad_request(format!(
+            "transactionId {}",
+            queen_proto::names::PathProblem::DotSegment
+        )));
+    }
+    if transaction_id
         .as_ref()
         .is_some_and(|t| t.chars().count() > 255)
     {
