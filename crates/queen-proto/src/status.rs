@@ -42,6 +42,10 @@ pub struct PendingCounts {
 pub struct Health {
     pub status: &'static str,
     pub database: &'static str,
+    /// Why the database cannot be used, when the server said so (it
+    /// refused the credentials); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub database_error: Option<String>,
     pub server: &'static str,
     pub version: &'static str,
     /// The git commit the binary was built from (`unknown` outside a checkout).

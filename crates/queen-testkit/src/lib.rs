@@ -15,6 +15,6 @@ mod recorder;
 pub use broker::{base_env, fresh_broker, TestBroker};
 pub use cluster::{free_port, TestCluster};
 pub use db::TestDb;
-pub use private_pg::{pg_bin_dir, PrivatePg};
+pub use private_pg::{pg_bin_dir, pg_os_user, PrivatePg};
 pub use proxy::FaultProxy;
 pub use recorder::RecordingProxy;

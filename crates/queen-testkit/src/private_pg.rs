@@ -38,6 +38,13 @@ pub fn pg_bin_dir() -> Option<PathBuf> {
     dir.join("initdb").exists().then_some(dir)
 }
 
+/// The uid and gid PostgreSQL's programs must run as: those of user
+/// `postgres` when we run as root (PostgreSQL refuses root), `None` (as we
+/// are) otherwise.
+pub fn pg_os_user() -> anyhow::Result<Option<(u32, u32)>> {
+    run_as()
+}
+
 /// The uid and gid of user `postgres` when we run as root (PostgreSQL refuses root).
 fn run_as() -> anyhow::Result<Option<(u32, u32)>> {
     let uid = Command::new("id").arg("-u").output()?;
@@ -61,28 +68,53 @@ pub struct PrivatePg {
     data: PathBuf,
     bin: PathBuf,
     owner: Option<(u32, u32)>,
+    /// The password of user `postgres` over TCP, when not trusted.
+    password: Option<String>,
     dir: tempfile::TempDir,
 }
 
 impl PrivatePg {
-    /// Initializes and starts a primary that takes streaming standbys.
+    /// Initializes and starts a primary that takes streaming standbys
+    /// (every connection trusted).
     pub async fn primary() -> anyhow::Result<Self> {
+        Self::init(None).await
+    }
+
+    /// A primary whose TCP connections authenticate with a password
+    /// (`scram-sha-256`); user `postgres` has `password`. The admin
+    /// connections of this handle use it.
+    pub async fn primary_with_password(password: &str) -> anyhow::Result<Self> {
+        Self::init(Some(password)).await
+    }
+
+    async fn init(password: Option<&str>) -> anyhow::Result<Self> {
         let bin = pg_bin_dir().context("no PostgreSQL binaries (set QUEEN_PG_BIN)")?;
-        let pg = Self::prepare(bin)?;
-        pg.run(
-            "initdb",
-            &[
-                "-D",
-                pg.data_str(),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-sync",
-                "-E",
-                "UTF8",
-            ],
-        )
-        .await?;
+        let mut pg = Self::prepare(bin)?;
+        let mut args = vec![
+            "-D".to_owned(),
+            pg.data_str().to_owned(),
+            "-U".to_owned(),
+            "postgres".to_owned(),
+            "--no-sync".to_owned(),
+            "-E".to_owned(),
+            "UTF8".to_owned(),
+        ];
+        match password {
+            None => args.push("--auth=trust".to_owned()),
+            Some(pw) => {
+                let file = pg.dir.path().join("pwfile");
+                std::fs::write(&file, pw)?;
+                if let Some((uid, gid)) = pg.owner {
+                    std::os::unix::fs::chown(&file, Some(uid), Some(gid))?;
+                }
+                args.push("--auth-local=trust".to_owned());
+                args.push("--auth-host=scram-sha-256".to_owned());
+                args.push(format!("--pwfile={}", file.display()));
+                pg.password = Some(pw.to_owned());
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        pg.run("initdb", &args).await?;
         pg.append_conf(
             "wal_level = replica\nmax_wal_senders = 5\nhot_standby = on\n\
              shared_buffers = 16MB\nmax_connections = 60\nfsync = off\n\
@@ -196,11 +228,18 @@ impl PrivatePg {
 
     /// A connection to database `postgres` as user `postgres`.
     pub async fn admin(&self) -> anyhow::Result<tokio_postgres::Client> {
-        let conn = format!(
-            "host=127.0.0.1 port={} user=postgres dbname=postgres connect_timeout=10",
-            self.port
-        );
-        let (client, connection) = tokio_postgres::connect(&conn, tokio_postgres::NoTls)
+        let mut config = tokio_postgres::Config::new();
+        config
+            .host("127.0.0.1")
+            .port(self.port)
+            .user("postgres")
+            .dbname("postgres")
+            .connect_timeout(Duration::from_secs(10));
+        if let Some(pw) = &self.password {
+            config.password(pw);
+        }
+        let (client, connection) = config
+            .connect(tokio_postgres::NoTls)
             .await
             .with_context(|| format!("connect to the private PostgreSQL on {}", self.port))?;
         tokio::spawn(async move {
@@ -229,6 +268,7 @@ impl PrivatePg {
             data,
             bin,
             owner,
+            password: None,
             dir,
         })
     }

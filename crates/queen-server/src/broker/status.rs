@@ -14,10 +14,13 @@ use crate::store::PoolStatus;
 use queen_proto::status::MeshPeer;
 
 /// The health check's answer.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HealthStatus {
     /// The schema is migrated and the database answers.
     pub healthy: bool,
+    /// Why the database cannot be used, when the server says so: it refused
+    /// the credentials (`authentication failed: host:port: 28P01: …`).
+    pub database_error: Option<String>,
 }
 
 /// The disk spool as the maintenance and status routes show it.
@@ -65,12 +68,22 @@ pub fn rss_bytes() -> u64 {
 impl Broker {
     /// Whether the schema is migrated and the database answers.
     pub async fn health(&self) -> HealthStatus {
+        // while the watchdog holds it lost, answer at once: the spool's
+        // replay loop probes and brings it back
+        let healthy =
+            self.store.is_ready() && !self.store.is_lost() && self.store.ping().await.is_ok();
+        // the last connection attempt (start-up migrations, the replay
+        // loop's probe, the pool) says why, when the server refused it
+        let database_error = if healthy {
+            None
+        } else {
+            self.store
+                .credentials_refused()
+                .map(|why| format!("authentication failed: {why}"))
+        };
         HealthStatus {
-            // while the watchdog holds it lost, answer at once: the spool's
-            // replay loop probes and brings it back
-            healthy: self.store.is_ready()
-                && !self.store.is_lost()
-                && self.store.ping().await.is_ok(),
+            healthy,
+            database_error,
         }
     }
 

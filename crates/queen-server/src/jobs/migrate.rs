@@ -13,7 +13,8 @@ use crate::store::Store;
 const RETRY: Duration = Duration::from_secs(2);
 
 /// Logs one clear message on the first failure saying how to point the broker
-/// at PostgreSQL, then retries quietly until it works or the broker stops.
+/// at PostgreSQL (or, when the server refused the credentials, that it did
+/// and why), then retries quietly until it works or the broker stops.
 pub(super) async fn run(broker: Arc<Broker>, store: Arc<Store>, cancel: CancellationToken) {
     let mut warned = false;
     let mut retry = Backoff::fixed(RETRY);
@@ -36,7 +37,17 @@ pub(super) async fn run(broker: Arc<Broker>, store: Arc<Store>, cancel: Cancella
                 return;
             }
             Err(e) => {
-                if !warned {
+                if let (false, Some(why)) = (warned, e.credentials_refused()) {
+                    tracing::warn!(
+                        "PostgreSQL at {} refused the broker's credentials ({why}): set the user and \
+                         password it has a role for (PG_USER and PG_PASSWORD, or user:password@ in \
+                         DATABASE_URL; the URI `pg_autoctl show uri` prints names no user, so the \
+                         operating-system user is tried); /health reports it until it works; \
+                         retrying every 2s",
+                        broker.config().db.target()
+                    );
+                    warned = true;
+                } else if !warned {
                     tracing::warn!(
                         "cannot reach PostgreSQL at {} ({e}): point the broker at a running server \
                          (PG_HOST, PG_PORT, PG_USER, PG_PASSWORD, PG_DB or DATABASE_URL), or let it run \

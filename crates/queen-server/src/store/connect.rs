@@ -13,24 +13,27 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::task::JoinHandle;
 use tokio_postgres::tls::MakeTlsConnect;
 use tokio_postgres::{Client, Config, Connection, Socket};
 
+use super::error::refused_credentials;
 use super::tls::Connector;
 
 type Stream = <Connector as MakeTlsConnect<Socket>>::Stream;
 
-/// The hosts to try, the TLS connector, and which host answered last.
+/// The hosts to try, the TLS connector, which host answered last, and
+/// whether the last round failed because a host refused the credentials.
 #[derive(Clone)]
 pub(super) struct Hosts {
     configs: Arc<Vec<Config>>,
     tls: Connector,
     deadline: Duration,
     preferred: Arc<AtomicUsize>,
+    refused: Arc<Mutex<Option<String>>>,
 }
 
 impl Hosts {
@@ -42,6 +45,7 @@ impl Hosts {
             tls,
             deadline,
             preferred: Arc::default(),
+            refused: Arc::default(),
         }
     }
 
@@ -62,15 +66,28 @@ impl Hosts {
         self.deadline * u32::try_from(self.len().max(1)).unwrap_or(u32::MAX)
     }
 
+    /// `host:port: code: message` when the last round of connection
+    /// attempts failed and a host refused the credentials (a role that does
+    /// not exist, a wrong password); `None` once a connection succeeds.
+    pub(super) fn credentials_refused(&self) -> Option<String> {
+        self.refused
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// Connects to the first host that answers in time (and accepts writes
     /// when `target_session_attrs=read-write`), starting with the one that
-    /// answered last.
+    /// answered last. When every host fails and one of them refused the
+    /// credentials, that refusal is the error returned (it says what to fix;
+    /// the others' timeouts or read-only answers do not).
     pub(super) async fn open(
         &self,
     ) -> Result<(Client, Connection<Socket, Stream>), tokio_postgres::Error> {
         let n = self.configs.len();
         let first = self.preferred.load(Ordering::Relaxed) % n.max(1);
         let mut last = None;
+        let mut refusal = None;
         for i in (0..n).map(|k| (first + k) % n) {
             let attempt = self.configs[i].connect(self.tls.clone());
             match tokio::time::timeout(self.deadline, attempt).await {
@@ -79,11 +96,16 @@ impl Hosts {
                         tracing::info!(host = %describe(&self.configs[i]), "PostgreSQL: connected to another host of the list");
                     }
                     self.preferred.store(i, Ordering::Relaxed);
+                    self.remember_refusal(None);
                     return Ok(pair);
                 }
                 Ok(Err(e)) => {
                     tracing::debug!(host = %describe(&self.configs[i]), error = %e, "PostgreSQL host refused");
-                    last = Some(e);
+                    if let Some(why) = refused_credentials(&e) {
+                        refusal = Some((format!("{}: {why}", describe(&self.configs[i])), e));
+                    } else {
+                        last = Some(e);
+                    }
                 }
                 Err(_) => {
                     tracing::debug!(host = %describe(&self.configs[i]), "PostgreSQL host did not answer in time");
@@ -93,7 +115,15 @@ impl Hosts {
                 }
             }
         }
-        Err(last.unwrap_or_else(tokio_postgres::Error::__private_api_timeout))
+        let (why, refused) = refusal.unzip();
+        self.remember_refusal(why);
+        Err(refused
+            .or(last)
+            .unwrap_or_else(tokio_postgres::Error::__private_api_timeout))
+    }
+
+    fn remember_refusal(&self, why: Option<String>) {
+        *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = why;
     }
 
     /// [`open`](Self::open), with the connection driven by its own task.

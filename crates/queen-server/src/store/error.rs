@@ -99,6 +99,15 @@ impl StoreError {
         }
     }
 
+    /// The server's refusal of the broker's credentials, when that is what
+    /// this error is (see [`DbError::credentials_refused`]).
+    pub fn credentials_refused(&self) -> Option<String> {
+        match self {
+            Self::Unavailable(e) => e.credentials_refused(),
+            _ => None,
+        }
+    }
+
     /// An unavailable error from the store's own machinery (not PostgreSQL).
     pub(crate) fn unavailable(what: &'static str) -> Self {
         Self::Unavailable(DbError::new(Cause::Internal(what.into())))
@@ -141,6 +150,17 @@ impl DbError {
     pub fn code(&self) -> Option<&SqlState> {
         match &*self.0 {
             Cause::Postgres(e) => e.code(),
+            _ => None,
+        }
+    }
+
+    /// `code: message` when PostgreSQL refused the credentials: SQLSTATE
+    /// class 28, "invalid authorization specification" (28000 for a role
+    /// that does not exist or no `pg_hba.conf` rule, 28P01 for a wrong
+    /// password). `None` for every other error.
+    pub fn credentials_refused(&self) -> Option<String> {
+        match &*self.0 {
+            Cause::Postgres(e) => refused_credentials(e),
             _ => None,
         }
     }
@@ -216,6 +236,16 @@ fn value_refusal(code: Option<&SqlState>) -> &'static str {
     }
 }
 
+/// `code: message` when `e` is the server refusing the credentials
+/// (SQLSTATE class 28), for [`connect`](super::connect) to remember which
+/// host refused them.
+pub(super) fn refused_credentials(e: &tokio_postgres::Error) -> Option<String> {
+    let db = e.as_db_error()?;
+    let code = db.code().code();
+    code.starts_with("28")
+        .then(|| format!("{code}: {}", db.message()))
+}
+
 /// What a SQLSTATE means to the callers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Class {
@@ -229,8 +259,9 @@ enum Class {
     Other,
 }
 
-/// Classifies a SQLSTATE: class 08, the shutdown/overload codes and a
-/// read-only server (a standby) mean the primary is not there, 40001/40P01 are worth retrying, 23505 is a duplicate
+/// Classifies a SQLSTATE: class 08, the shutdown/overload codes, a
+/// read-only server (a standby) and refused credentials (class 28) mean the
+/// primary cannot be used, 40001/40P01 are worth retrying, 23505 is a duplicate
 /// row, our own `RAISE`s are refusals, class 22 is a value the database
 /// cannot hold, a missing schema object means the migrations have not run.
 fn classify(code: &SqlState) -> Class {
@@ -241,6 +272,10 @@ fn classify(code: &SqlState) -> Class {
         || *code == SqlState::TOO_MANY_CONNECTIONS
         // a standby (or a demoted primary): this connection takes no writes
         || *code == SqlState::READ_ONLY_SQL_TRANSACTION
+        // the credentials refused (no such role, a wrong password, no
+        // pg_hba.conf rule): the database cannot be used as configured, so
+        // pushes wait in the spool until an operator fixes them
+        || code.code().starts_with("28")
     {
         Class::Unavailable
     } else if *code == SqlState::T_R_SERIALIZATION_FAILURE
@@ -349,6 +384,8 @@ mod tests {
             ("57P03", Class::Unavailable),
             ("53300", Class::Unavailable),
             ("25006", Class::Unavailable),
+            ("28000", Class::Unavailable),
+            ("28P01", Class::Unavailable),
             ("40001", Class::Conflict),
             ("40P01", Class::Conflict),
             ("23505", Class::Unique),

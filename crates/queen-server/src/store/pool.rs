@@ -173,6 +173,14 @@ impl Store {
         Ok(applied)
     }
 
+    /// `host:port: code: message` while connections fail because the
+    /// server refuses the credentials (SQLSTATE class 28: a role that does
+    /// not exist, a wrong password); `None` once a connection succeeds or
+    /// when they fail for another reason.
+    pub fn credentials_refused(&self) -> Option<String> {
+        self.hosts.credentials_refused()
+    }
+
     /// True once the schema is known to be migrated.
     pub fn is_ready(&self) -> bool {
         self.db.is_ready()

@@ -17,6 +17,7 @@ mod conflation;
 mod consume_flights;
 mod consume_statement;
 mod dashboard;
+mod db_credentials;
 mod encryption;
 mod ephemeral_bounds;
 mod failover;

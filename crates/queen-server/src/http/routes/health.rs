@@ -1,5 +1,6 @@
 //! `GET /health`: 200 `healthy` when the database answers; 503 `unhealthy`
-//! when it does not, `starting` before the schema is ready, `draining` once
+//! when it does not (with `database_error` when the server refused the
+//! credentials), `starting` before the schema is ready, `draining` once
 //! the broker was told to stop (the load balancer takes it out of rotation
 //! while it still serves). The mesh as it is, the version and the commit.
 
@@ -12,7 +13,8 @@ use crate::app::{AppState, Readiness};
 
 pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Health>) {
     let readiness = app.readiness();
-    let database = app.broker.health().await.healthy;
+    let health = app.broker.health().await;
+    let database = health.healthy;
     let (code, status) = match readiness {
         Readiness::Draining => (StatusCode::SERVICE_UNAVAILABLE, "draining"),
         Readiness::Starting => (StatusCode::SERVICE_UNAVAILABLE, "starting"),
@@ -28,6 +30,7 @@ pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Health>) {
         } else {
             "disconnected"
         },
+        database_error: health.database_error,
         server: "Queen (Rust)",
         version: crate::VERSION,
         commit: crate::COMMIT,
