@@ -33,5 +33,9 @@ bash scripts/ha-rolling-test.sh
 cargo build -q -p queen-server && cargo run -q -p queen-chaos -- --duration 60s
 # the same against a private primary and a synchronous standby: the primary killed, then frozen, the standby promoted 1 s later each time (about 55 s)
 cargo run -q -p queen-chaos -- --duration 30s --private-pg --standby
+# PostgreSQL's own failover tooling: a pg_auto_failover monitor, primary and secondary, the brokers given the URI
+# `pg_autoctl show uri` prints; a switchover, then the primary node killed and started again (about 80 s;
+# docs/operations/postgresql-ha.md)
+cargo run -q -p queen-chaos -- --duration 60s --pg-auto-failover
 
 bash scripts/bench-smoke.sh

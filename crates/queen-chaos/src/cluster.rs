@@ -123,8 +123,12 @@ impl Node {
 
 /// How a broker reaches its database: `PG_*` through its one proxy, or
 /// every proxy in one multi-host `DATABASE_URL` that only takes a server
-/// accepting writes (`target_session_attrs=read-write`).
+/// accepting writes (`target_session_attrs=read-write`), or, without
+/// proxies, the target's own URI (a pg_auto_failover formation's).
 fn db_env(db: &DbTarget, proxies: &[FaultProxy]) -> Vec<(String, String)> {
+    if let (Some(url), []) = (&db.url, proxies) {
+        return vec![("DATABASE_URL".into(), url.clone())];
+    }
     if let [one] = proxies {
         return vec![
             ("PG_HOST".into(), "127.0.0.1".into()),

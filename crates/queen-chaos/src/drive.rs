@@ -9,6 +9,7 @@ use anyhow::{bail, Result};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::autofailover::Formation;
 use crate::check::Extra;
 use crate::cluster::Cluster;
 use crate::faults::{apply, dlq_total, spool_states};
@@ -33,6 +34,7 @@ pub(crate) async fn drive(
     cluster: &mut Cluster,
     db: &DbTarget,
     mut pg: Option<&mut PgServers>,
+    mut formation: Option<&mut Formation>,
     drain_timeout: Duration,
     t0: Instant,
 ) -> Result<(check::Report, String)> {
@@ -127,6 +129,7 @@ pub(crate) async fn drive(
             &mut admin,
             &db.name,
             pg.as_deref_mut(),
+            formation.as_deref_mut(),
             step.action,
         );
         if tokio::time::timeout(STEP_LIMIT, step_run).await.is_err() {
@@ -245,6 +248,9 @@ pub(crate) async fn drive(
             &journal,
             cfg.groups.len(),
         ));
+    }
+    if let Some(f) = formation {
+        f.finish(&journal, cfg.groups.len(), &mut report);
     }
     if cli.stream_workers > 0 {
         let fin = check::streams::StreamFinal {

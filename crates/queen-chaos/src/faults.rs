@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::autofailover::Formation;
 use crate::check::SpoolState;
 use crate::cluster::Cluster;
 use crate::pgserver::{Loss, PgServers};
@@ -18,9 +19,14 @@ pub(crate) async fn apply(
     admin: &mut tokio_postgres::Client,
     db_name: &str,
     pg: Option<&mut PgServers>,
+    formation: Option<&mut Formation>,
     action: Action,
 ) {
     match action {
+        Action::Switchover | Action::KillPrimaryNode | Action::RestartNode => match formation {
+            Some(f) => f.apply(action).await,
+            None => println!("  {action} needs --pg-auto-failover; skipped"),
+        },
         Action::RestartPg => match pg {
             Some(pg) => match pg.restart().await {
                 Ok(()) => println!("  PostgreSQL crashed and back"),

@@ -6,6 +6,7 @@
 //! Exit status: 0 when the checker found no violation, 1 when it found some,
 //! 2 when the harness itself could not run (setup failed, interrupted).
 
+mod autofailover;
 mod check;
 mod cluster;
 mod dbstate;
@@ -26,6 +27,7 @@ use clap::Parser;
 use queen_testkit::TestDb;
 use tokio::time::Instant;
 
+use crate::autofailover::Formation;
 use crate::cluster::{BrokerSpec, Cluster};
 use crate::pgserver::{DbTarget, PgServers};
 use crate::rng::Rng;
@@ -100,6 +102,14 @@ struct Cli {
     /// freeze the primary and promote the standby.
     #[arg(long)]
     standby: bool,
+    /// The brokers on a pg_auto_failover formation (a monitor, a primary and
+    /// a secondary, run with `pg_autoctl` as user `postgres` in the work
+    /// directory) given the URI `pg_autoctl show uri` prints, with a user;
+    /// the fixed plan switches over, kills the primary node and starts it
+    /// again. Needs Debian's `postgresql-<v>-auto-failover` and
+    /// `pg-auto-failover-cli`.
+    #[arg(long, conflicts_with_all = ["private_pg", "standby", "random"])]
+    pg_auto_failover: bool,
 }
 
 /// Lease of the test queue in seconds: short, so expiries happen often.
@@ -170,7 +180,9 @@ async fn run(cli: Cli) -> Result<bool> {
     if cli.groups == 0 || cli.consumers == 0 || cli.producers == 0 || cli.partitions == 0 {
         bail!("--groups, --consumers, --producers and --partitions must be at least 1");
     }
-    let pg_mode = if cli.standby {
+    let pg_mode = if cli.pg_auto_failover {
+        PgMode::AutoFailover
+    } else if cli.standby {
         PgMode::Standby
     } else if cli.private_pg {
         PgMode::Private
@@ -233,7 +245,22 @@ async fn run(cli: Cli) -> Result<bool> {
     if pg_mode != PgMode::Standby && plan.needs_standby() {
         bail!("the schedule fails over to a standby: that needs --standby");
     }
-    let (test_db, mut private, db) = if pg_mode != PgMode::Shared {
+    if (pg_mode == PgMode::AutoFailover) != plan.needs_auto_failover() {
+        bail!("pg_auto_failover steps (switchover, kill-primary-node, restart-node) and --pg-auto-failover go together");
+    }
+    if pg_mode == PgMode::AutoFailover && plan.touches_private_servers() {
+        bail!("with --pg-auto-failover the brokers reach the formation directly: no PostgreSQL cuts, restarts or promotes");
+    }
+    let mut formation = None;
+    let (test_db, mut private, db) = if pg_mode == PgMode::AutoFailover {
+        let f = Formation::start(&work_dir, "queen_chaos", t0)
+            .await
+            .context("start a pg_auto_failover formation")?;
+        println!("queen-chaos: {}", f.describe());
+        let target = f.target();
+        formation = Some(f);
+        (None, None, target)
+    } else if pg_mode != PgMode::Shared {
         let pg = PgServers::start("queen_chaos", pg_mode == PgMode::Standby, t0)
             .await
             .context("start a private PostgreSQL")?;
@@ -247,6 +274,7 @@ async fn run(cli: Cli) -> Result<bool> {
             port: t.port,
             user: t.user.clone(),
             name: t.name.clone(),
+            url: None,
         };
         (Some(t), None, target)
     };
@@ -260,6 +288,7 @@ async fn run(cli: Cli) -> Result<bool> {
         &work_dir,
         &db,
         private.as_mut(),
+        formation.as_mut(),
         drain_timeout,
         t0,
     )
@@ -268,6 +297,14 @@ async fn run(cli: Cli) -> Result<bool> {
         pg.save_logs(&work_dir);
     }
     drop(private);
+    if let Some(f) = formation.as_mut() {
+        f.shutdown().await;
+        println!(
+            "queen-chaos: pg_auto_failover logs in {}",
+            f.log_dir().display()
+        );
+    }
+    drop(formation);
     let clean = match outcome {
         Ok(clean) => clean,
         Err(e) => {
@@ -313,6 +350,7 @@ async fn run_on(
     work_dir: &std::path::Path,
     db: &DbTarget,
     pg: Option<&mut PgServers>,
+    formation: Option<&mut Formation>,
     drain_timeout: Duration,
     t0: Instant,
 ) -> Result<bool> {
@@ -324,6 +362,8 @@ async fn run_on(
     };
     let upstreams = match &pg {
         Some(pg) => pg.upstreams(),
+        // the formation's URI goes to the brokers as it is
+        None if db.url.is_some() => Vec::new(),
         None => vec![std::net::SocketAddr::new(
             db.host
                 .parse()
@@ -344,6 +384,7 @@ async fn run_on(
         &mut cluster,
         db,
         pg,
+        formation,
         drain_timeout,
         t0,
     )

@@ -30,14 +30,21 @@ pub struct DbTarget {
     pub port: u16,
     pub user: String,
     pub name: String,
+    /// A URI that wins over the fields above (a pg_auto_failover formation's,
+    /// with every node and `target_session_attrs=read-write`); the brokers
+    /// get it as `DATABASE_URL`, without fault proxies.
+    pub url: Option<String>,
 }
 
 impl DbTarget {
     pub async fn client(&self) -> Result<tokio_postgres::Client> {
-        let conn = format!(
-            "host={} port={} user={} dbname={} connect_timeout=10",
-            self.host, self.port, self.user, self.name
-        );
+        let conn = match &self.url {
+            Some(url) => format!("{url}&connect_timeout=10"),
+            None => format!(
+                "host={} port={} user={} dbname={} connect_timeout=10",
+                self.host, self.port, self.user, self.name
+            ),
+        };
         let (client, connection) = tokio_postgres::connect(&conn, tokio_postgres::NoTls)
             .await
             .with_context(|| format!("connect to {conn}"))?;
@@ -53,6 +60,21 @@ impl DbTarget {
 pub enum Loss {
     Killed,
     Frozen,
+    /// `pg_autoctl perform switchover` (pg_auto_failover).
+    Switchover,
+    /// The primary node killed whole: `pg_autoctl` and PostgreSQL (pg_auto_failover).
+    NodeKilled,
+}
+
+impl std::fmt::Display for Loss {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Loss::Killed => "primary killed",
+            Loss::Frozen => "primary frozen",
+            Loss::Switchover => "switchover",
+            Loss::NodeKilled => "primary node killed",
+        })
+    }
 }
 
 /// One failover as it happened, times since the run started.
@@ -130,6 +152,7 @@ impl PgServers {
             port: self.slots[self.primary].port,
             user: "postgres".into(),
             name: self.db_name.clone(),
+            url: None,
         }
     }
 
@@ -153,6 +176,7 @@ impl PgServers {
         match loss {
             Loss::Killed => pg.kill()?,
             Loss::Frozen => pg.freeze()?,
+            Loss::Switchover | Loss::NodeKilled => bail!("{loss} is a pg_auto_failover step"),
         }
         self.lost = Some(loss);
         self.failovers.push(Failover {

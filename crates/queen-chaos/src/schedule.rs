@@ -20,6 +20,9 @@
 //! at 31s promote            # ... promote the standby, clone a new standby from it
 //! at 40s freeze-primary     # SIGSTOP the primary, left frozen until the end
 //! at 41s promote
+//! at 8s switchover          # pg_autoctl perform switchover (--pg-auto-failover)
+//! at 24s kill-primary-node  # kill -9 of the primary node's pg_autoctl and PostgreSQL ...
+//! at 40s restart-node       # ... started again: it rejoins as a secondary
 //! ```
 //!
 //! A `promote` follows each `kill-primary` or `freeze-primary`, and another
@@ -74,6 +77,16 @@ pub enum Action {
     /// `pg_ctl promote` of the standby after a lost primary, then a new
     /// synchronous standby cloned from the new primary.
     Promote,
+    /// `pg_autoctl perform switchover`: the monitor demotes the primary and
+    /// promotes the secondary (`--pg-auto-failover` only).
+    Switchover,
+    /// `kill -9` of the primary node's process group: its `pg_autoctl`,
+    /// postmaster and backends, a dead host; the monitor fails over once
+    /// its timeouts run out (`--pg-auto-failover` only).
+    KillPrimaryNode,
+    /// `pg_autoctl run` again for every killed node: it rejoins the
+    /// formation as a secondary (`--pg-auto-failover` only).
+    RestartNode,
     /// Push (spool every push) or pop (answer every pop empty) maintenance
     /// mode, switched through one broker; the others learn it by hint or by
     /// their reconcile loop.
@@ -162,6 +175,9 @@ impl fmt::Display for Action {
             Action::KillPrimary => f.write_str("kill-primary"),
             Action::FreezePrimary => f.write_str("freeze-primary"),
             Action::Promote => f.write_str("promote"),
+            Action::Switchover => f.write_str("switchover"),
+            Action::KillPrimaryNode => f.write_str("kill-primary-node"),
+            Action::RestartNode => f.write_str("restart-node"),
             Action::Maintenance { pop, on } => write!(
                 f,
                 "maintenance {} {}",
@@ -215,6 +231,9 @@ fn parse_action(words: &[&str]) -> Result<Action> {
         ["kill-primary"] => Action::KillPrimary,
         ["freeze-primary"] => Action::FreezePrimary,
         ["promote"] => Action::Promote,
+        ["switchover"] => Action::Switchover,
+        ["kill-primary-node"] => Action::KillPrimaryNode,
+        ["restart-node"] => Action::RestartNode,
         ["maintenance", kind, state] => Action::Maintenance {
             pop: match *kind {
                 "push" => false,
@@ -284,6 +303,29 @@ impl Schedule {
             .any(|s| Self::loses_primary(s.action) || s.action == Action::Promote)
     }
 
+    /// True when a step needs a pg_auto_failover formation (`--pg-auto-failover`).
+    pub fn needs_auto_failover(&self) -> bool {
+        self.steps.iter().any(|s| {
+            matches!(
+                s.action,
+                Action::Switchover | Action::KillPrimaryNode | Action::RestartNode
+            )
+        })
+    }
+
+    /// True when a step acts on the harness's own PostgreSQL servers or
+    /// proxies (cuts, restarts, the `--standby` failovers), which a
+    /// pg_auto_failover formation does not have.
+    pub fn touches_private_servers(&self) -> bool {
+        self.needs_standby()
+            || self.steps.iter().any(|s| {
+                matches!(
+                    s.action,
+                    Action::CutPg(_) | Action::RestorePg(_) | Action::RestartPg
+                )
+            })
+    }
+
     /// Every loss of the primary is followed by one `promote` before the
     /// next loss, and nothing is promoted with the primary still there.
     fn check_failovers(&self) -> Result<()> {
@@ -342,7 +384,7 @@ impl Schedule {
         let count =
             |f: &dyn Fn(&Action) -> bool| self.steps.iter().filter(|s| f(&s.action)).count();
         format!(
-            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills or restarts, {} primaries killed and {} frozen (then promoted), {} mesh cuts, {} maintenance switches, {} consumer pauses",
+            "{} steps: {} broker kills, {} single PG cuts, {} all-PG cuts, {} PG session kills or restarts, {} primaries killed and {} frozen (then promoted), {} switchovers and {} primary nodes killed (pg_auto_failover), {} mesh cuts, {} maintenance switches, {} consumer pauses",
             self.steps.len(),
             count(&|a| matches!(a, Action::Kill(_))),
             count(&|a| matches!(a, Action::CutPg(Target::One(_)))),
@@ -350,6 +392,8 @@ impl Schedule {
             count(&|a| matches!(a, Action::TerminatePg | Action::RestartPg)),
             count(&|a| matches!(a, Action::KillPrimary)),
             count(&|a| matches!(a, Action::FreezePrimary)),
+            count(&|a| matches!(a, Action::Switchover)),
+            count(&|a| matches!(a, Action::KillPrimaryNode)),
             count(&|a| matches!(a, Action::CutMesh)),
             count(&|a| matches!(a, Action::Maintenance { on: true, .. })),
             count(&|a| matches!(a, Action::PauseConsumer { .. })),

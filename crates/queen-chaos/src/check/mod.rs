@@ -111,7 +111,7 @@ pub struct Report {
 }
 
 impl Report {
-    fn violation(&mut self, kind: &'static str, detail: String) {
+    pub(crate) fn violation(&mut self, kind: &'static str, detail: String) {
         self.violations.entry(kind).or_default().push(detail);
     }
 

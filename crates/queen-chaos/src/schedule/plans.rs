@@ -66,6 +66,18 @@ at 26.5s cut-mesh
 at 28s restore-mesh
 ";
 
+/// The fixed plan of `--pg-auto-failover`, written for 60 s: a planned
+/// switchover, then the primary node killed (its `pg_autoctl` and its
+/// PostgreSQL) and started again 14 s later, so it rejoins as a secondary
+/// and synchronous replication comes back. Only the formation fails: the
+/// brokers stay up, so every push must be answered.
+pub const SHORT_AUTO_FAILOVER_PLAN: &str = "\
+duration 60s
+at 8s switchover           # pg_autoctl perform switchover
+at 24s kill-primary-node   # kill -9 of the primary node; the monitor fails over
+at 40s restart-node        # the killed node rejoins as a secondary
+";
+
 /// Where the PostgreSQL of a run comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PgMode {
@@ -75,14 +87,17 @@ pub enum PgMode {
     Private,
     /// A private primary and a synchronous standby (`--standby`): failovers too.
     Standby,
+    /// A pg_auto_failover formation (`--pg-auto-failover`): a monitor, a
+    /// primary and a secondary; switchovers and killed nodes.
+    AutoFailover,
 }
 
 /// The short plan (with a standby: [`SHORT_STANDBY_PLAN`]) scaled to `duration`.
 pub fn short(duration: Duration, pg: PgMode) -> Result<Schedule> {
-    let text = if pg == PgMode::Standby {
-        SHORT_STANDBY_PLAN
-    } else {
-        SHORT_PLAN
+    let text = match pg {
+        PgMode::Standby => SHORT_STANDBY_PLAN,
+        PgMode::AutoFailover => SHORT_AUTO_FAILOVER_PLAN,
+        PgMode::Shared | PgMode::Private => SHORT_PLAN,
     };
     Ok(Schedule::parse(text)?.scaled(duration))
 }

@@ -109,3 +109,23 @@ fn random_plans_with_a_standby_fail_over_and_promote_every_loss() {
     assert!(!shared.needs_standby());
     assert!(!shared.steps.iter().any(|st| st.action == Action::RestartPg));
 }
+
+#[test]
+fn the_pg_auto_failover_plan_only_acts_on_the_formation() {
+    let s = short(Duration::from_secs(60), PgMode::AutoFailover).unwrap();
+    assert!(s.needs_auto_failover());
+    assert!(!s.touches_private_servers());
+    assert_eq!(Schedule::parse(&s.to_string()).unwrap(), s);
+    let kinds: Vec<Action> = s.steps.iter().map(|st| st.action).collect();
+    assert_eq!(
+        kinds,
+        [
+            Action::Switchover,
+            Action::KillPrimaryNode,
+            Action::RestartNode
+        ]
+    );
+    assert!(!short(Duration::from_secs(60), PgMode::Standby)
+        .unwrap()
+        .needs_auto_failover());
+}
