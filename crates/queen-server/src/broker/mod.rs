@@ -24,6 +24,7 @@ pub mod long_poll;
 mod maintenance;
 pub mod metrics;
 mod pop;
+mod priority;
 mod push;
 mod queues;
 mod reads;

@@ -143,8 +143,7 @@ impl Broker {
             }
             PopTarget::Namespace { namespace, task } => {
                 let queues = match self
-                    .store
-                    .queues_in_namespace(namespace.as_deref(), task.as_deref())
+                    .namespace_queues(namespace.as_deref(), task.as_deref())
                     .await
                 {
                     Ok(q) => q,

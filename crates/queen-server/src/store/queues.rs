@@ -174,22 +174,23 @@ impl Store {
         })
     }
 
-    /// Queues whose namespace (and task, when given) match; for namespace pops.
+    /// Queues whose namespace (and task, when given) match, with their
+    /// priority, by name; for namespace pops (`broker/priority.rs` orders them).
     pub async fn queues_in_namespace(
         &self,
         namespace: Option<&str>,
         task: Option<&str>,
-    ) -> Result<Vec<String>, StoreError> {
+    ) -> Result<Vec<(String, i32)>, StoreError> {
         with_op!(self.db, DbOp::NamespaceQueues, |client| {
             let rows = client
                     .query(
-                        "SELECT name FROM queen.queues
+                        "SELECT name, priority FROM queen.queues
                          WHERE ($1::text IS NULL OR namespace = $1) AND ($2::text IS NULL OR task = $2)
                          ORDER BY name",
                         &[&namespace, &task],
                     )
                     .await?;
-            rows_into(&rows, |r| col(r, "name"))
+            rows_into(&rows, |r| Ok((col(r, "name")?, col(r, "priority")?)))
         })
     }
 }

@@ -86,3 +86,36 @@ async fn a_young_message_is_delivered_and_the_defaults_enforce_nothing() {
     assert_eq!(res["options"]["ttl"], 0, "{res}");
     assert_eq!(res["options"]["retryDelay"], 0, "{res}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_pop_serves_higher_priority_first_and_starves_none() {
+    let (_db, b) = setup().await;
+    let ns = unique("prio").replace('-', "");
+    let (high, low) = (format!("{ns}.high"), format!("{ns}.low"));
+    for (queue, priority) in [(&high, 9), (&low, 0)] {
+        let (status, body) = b
+            .post(
+                "/api/v1/configure",
+                &json!({ "queue": queue, "namespace": ns, "options": { "priority": priority } }),
+            )
+            .await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    }
+    push_numbered(&b, &high, "p", "h", 40).await;
+    push_numbered(&b, &low, "p", "l", 40).await;
+    let mut served = Vec::new();
+    for _ in 0..16 {
+        let body = pop_ok(
+            &b,
+            &format!("/api/v1/pop?namespace={ns}&batch=1&autoAck=true"),
+        )
+        .await;
+        served.push(messages(&body)[0]["queue"].as_str().unwrap().to_owned());
+    }
+    let from_high = served.iter().filter(|q| **q == high).count();
+    assert!(from_high >= 12, "{served:?}");
+    assert!(
+        served.contains(&low),
+        "the low-priority queue was starved: {served:?}"
+    );
+}
