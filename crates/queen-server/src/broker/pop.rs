@@ -184,7 +184,10 @@ impl Broker {
             Ok(p) => p,
             Err(e) => return PopOutcome::Failed(e),
         };
-        let lane = self.autopilot.enter(&queue.name, req.group.as_str());
+        // a lane autopilot sizes counts its pops in flight and learns what they got
+        let lane =
+            (req.autopilot && !policy.conflate && self.autopilot.mode() != AutopilotMode::Off)
+                .then(|| self.autopilot.enter(&queue.name, req.group.as_str()));
         // random: the stored id of a one-partition lease keeps its last 8
         // bytes (queen.lease_mint), which tell two leases of one row apart
         let lease_nonce = Uuid::new_v4();
@@ -192,7 +195,8 @@ impl Broker {
         let hints = partition
             .is_none()
             .then(|| self.recent.hints_for_pop(&queue.name, req.group.as_str()));
-        let (sizing, autopilot_echo) = self.size(req, &lane, policy.conflate, hints.as_ref());
+        let (sizing, autopilot_echo) =
+            self.size(req, lane.as_ref(), policy.conflate, hints.as_ref());
         let echo = PopEcho {
             conflation: policy.conflate,
             conflation_conflict: policy.conflict,
@@ -239,13 +243,12 @@ impl Broker {
                 self.discover_partitions(&queue, req.group.as_str());
             }
         }
-        if let Ok(c) = &claimed {
+        if let (Ok(c), Some(lane)) = (&claimed, &lane) {
             let partitions = c
                 .messages
                 .chunk_by(|a, b| a.partition_id == b.partition_id)
                 .count();
-            self.autopilot
-                .delivered(&lane, c.messages.len(), partitions);
+            self.autopilot.delivered(lane, c.messages.len(), partitions);
         }
         match claimed {
             Ok(c) if c.messages.is_empty() => PopOutcome::Empty(echo),
@@ -285,7 +288,7 @@ impl Broker {
     fn size(
         &self,
         req: &PopRequest,
-        lane: &autopilot::LaneGuard<'_>,
+        lane: Option<&autopilot::LaneGuard<'_>>,
         conflate: bool,
         hints: Option<&super::recent::Hints>,
     ) -> (Sizing, Option<AutopilotEcho>) {
@@ -312,17 +315,17 @@ impl Broker {
             };
             return (sizing, None);
         }
-        let mode = self.autopilot.mode();
-        if !req.autopilot || mode == AutopilotMode::Off {
+        // the pops autopilot sizes have a lane (`claim_from`)
+        let Some(lane) = lane else {
             return (defaults, None);
-        }
+        };
         let chosen = self.autopilot.choose(
             lane,
             req.batch,
             req.max_partitions,
             hints.map(|h| h.names.len()),
         );
-        match mode {
+        match self.autopilot.mode() {
             AutopilotMode::On => (
                 chosen,
                 Some(AutopilotEcho {
