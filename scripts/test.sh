@@ -14,6 +14,8 @@ cargo test --doc -p queen-client
 
 if [ -x compat/python/run.sh ] || [ -f compat/python/run.sh ]; then
   bash compat/python/run.sh
+  # the switch from the reference 0.15: import, then the 2.6.0 client consumes (docs/migrating.md)
+  bash compat/python/import.sh
 fi
 
 # the dashboard in a real browser: chromium driven by playwright-core (docs/operations.md, Dashboard)

@@ -25,6 +25,7 @@ pub mod config;
 pub mod dbcopy;
 pub mod embedded_pg;
 pub mod http;
+pub mod import;
 pub mod jobs;
 pub mod memory;
 pub mod mesh;

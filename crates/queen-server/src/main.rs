@@ -1,4 +1,4 @@
-//! `queen-server serve | migrate | check-config`.
+//! `queen-server serve | migrate | import | check-config`.
 
 use clap::{Parser, Subcommand};
 use queen_server::config::{Config, ProcessEnv};
@@ -31,8 +31,41 @@ enum Command {
     },
     /// Apply database migrations and exit.
     Migrate,
+    /// Import a reference Queen 0.15 database into this broker's (the one
+    /// PG_*/DATABASE_URL names); run again, it imports only what is new.
+    /// See docs/migrating.md.
+    Import(ImportArgs),
     /// Validate the configuration from the environment, print it, and exit.
     CheckConfig,
+}
+
+#[derive(clap::Args)]
+struct ImportArgs {
+    /// The reference database, as a PostgreSQL URL
+    /// (postgres://user:password@host:port/dbname); may be this broker's
+    /// own database when the reference's schema was renamed (--schema).
+    #[arg(long, value_name = "URL")]
+    from: String,
+    /// The schema holding the reference's tables there.
+    #[arg(long, value_name = "NAME", default_value = "queen")]
+    schema: String,
+    /// Print what would be imported, per queue, and what cannot be (with
+    /// why); write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the report as JSON on stdout (no progress bar).
+    #[arg(long)]
+    json: bool,
+    /// Partitions imported at the same time.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    jobs: usize,
+    /// Seconds before the last run's end that a catch-up reads again, for
+    /// messages the reference committed late.
+    #[arg(long, value_name = "SECONDS", default_value_t = queen_server::import::DEFAULT_OVERLAP_SECS)]
+    overlap_secs: u64,
+    /// Messages read from the source per page (and written per call).
+    #[arg(long, value_name = "N", default_value_t = queen_server::import::DEFAULT_PAGE)]
+    page: i64,
 }
 
 fn main() -> std::process::ExitCode {
@@ -62,6 +95,7 @@ fn main() -> std::process::ExitCode {
         match cli.command {
             Command::Serve { embedded_pg } => serve(config, embedded_pg).await,
             Command::Migrate => migrate(config).await,
+            Command::Import(args) => import(config, args).await,
             Command::CheckConfig => {
                 println!("{}", config.describe());
                 Ok(())
@@ -173,5 +207,31 @@ async fn migrate(config: Config) -> anyhow::Result<()> {
             }
         })?;
     println!("migrations applied: {applied}");
+    Ok(())
+}
+
+async fn import(config: Config, args: ImportArgs) -> anyhow::Result<()> {
+    use std::io::IsTerminal as _;
+    let opts = queen_server::import::ImportOptions {
+        from: args.from,
+        schema: args.schema,
+        dry_run: args.dry_run,
+        quiet: args.json || !std::io::stderr().is_terminal(),
+        jobs: args.jobs,
+        overlap: std::time::Duration::from_secs(args.overlap_secs),
+        page: args.page,
+    };
+    let report = queen_server::import::run(&config, &opts).await?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.render());
+    }
+    if report.totals.mismatches > 0 {
+        anyhow::bail!(
+            "{} partitions here differ from the source (marked MISMATCH in the report)",
+            report.totals.mismatches
+        );
+    }
     Ok(())
 }

@@ -11,8 +11,13 @@
 -- with the new message id, or 'duplicate' with the id of the message that
 -- owns the transactionId already. With p_strict a stored duplicate raises
 -- unique_violation instead (transactions).
+-- p_created_ats (NULL for every push path but the importer) gives items
+-- their createdAt; each is raised to the partition's newest time and to the
+-- items before it, so createdAt still never moves backwards, and the items
+-- of one partition with one time make one segment.
 -- Called by: the store's push path (`append_with`: the batcher's flights,
--- and pushes inside transactions).
+-- and pushes inside transactions) and `queen-server import`
+-- (`store/import/target.rs`, through `append_dated`).
 
 CREATE OR REPLACE FUNCTION queen.push_batch(
     p_queue_ids      uuid[],
@@ -22,7 +27,8 @@ CREATE OR REPLACE FUNCTION queen.push_batch(
     p_trace_ids      uuid[],
     p_payloads       text[],
     p_producer_subs  text[],
-    p_strict         boolean
+    p_strict         boolean,
+    p_created_ats    timestamptz[]
 ) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -73,7 +79,8 @@ BEGIN
                       AS x(pid, qid, pname, nxt, lastc)
     ), items AS (
         SELECT t.i::integer AS i, pa.pid, pa.nxt,
-               greatest(v_now, coalesce(pa.lastc, '-infinity'::timestamptz)) AS ca
+               greatest(coalesce(p_created_ats[t.i], v_now),
+                        coalesce(pa.lastc, '-infinity'::timestamptz)) AS ca
         FROM unnest(p_queue_ids, p_partitions) WITH ORDINALITY AS t(q, p, i)
         JOIN parts pa ON pa.qid = t.q AND pa.pname = t.p
     ), marked AS (
@@ -82,7 +89,8 @@ BEGIN
                 WHERE k.partition_id = it.pid AND k.transaction_id = p_txn_ids[it.i]) AS dup_id
         FROM items it
     ), fresh AS (
-        SELECT m.i, m.pid, m.ca,
+        SELECT m.i, m.pid,
+               max(m.ca) OVER (PARTITION BY m.pid ORDER BY m.i) AS ca,
                m.nxt - 1 + row_number() OVER (PARTITION BY m.pid ORDER BY m.i) AS off
         FROM marked m
         WHERE m.dup_id IS NULL
@@ -92,7 +100,7 @@ BEGIN
     ), ins_segments AS (
         INSERT INTO queen.segments (partition_id, last_offset, first_offset, created_at,
                                     message_ids, transaction_ids, trace_ids, payloads, producer_subs)
-        SELECT f.pid, max(f.off), min(f.off), max(f.ca),
+        SELECT f.pid, max(f.off), min(f.off), f.ca,
                array_agg(p_message_ids[f.i] ORDER BY f.off),
                array_agg(p_txn_ids[f.i] ORDER BY f.off),
                array_agg(p_trace_ids[f.i] ORDER BY f.off),
@@ -100,7 +108,7 @@ BEGIN
                CASE WHEN bool_or(p_producer_subs[f.i] IS NOT NULL)
                     THEN array_agg(p_producer_subs[f.i] ORDER BY f.off) END
         FROM fresh f
-        GROUP BY f.pid
+        GROUP BY f.pid, f.ca
     ), moved AS (
         UPDATE queen.partitions pt
         SET next_offset = s.top + 1, last_created_at = s.ca

@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::crypto::open;
+use super::crypto::open_or_stored;
 use super::{Broker, BrokerError};
 use crate::store::{
     Cursor, DeadLetter, DeadLetterFilter, MessageDetail, MessageFilter, MessageSummary, NewTrace,
@@ -22,8 +22,10 @@ pub struct MessageView {
 }
 
 impl Broker {
+    /// Opens a payload for an admin view: an envelope no key here opens is
+    /// shown as stored (the view marks it stored encrypted), never delivered.
     fn open(&self, stored: String) -> String {
-        open(self.cipher.as_ref(), stored)
+        open_or_stored(self.cipher.as_ref(), stored)
     }
 
     /// Dead letters matching `filter`, newest first, with the total; payloads decrypted.

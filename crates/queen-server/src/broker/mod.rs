@@ -82,6 +82,11 @@ pub enum BrokerError {
     /// A broken invariant inside the broker (HTTP 500).
     #[error("internal error: {0}")]
     Internal(String),
+    /// A stored payload is an encryption envelope this broker cannot open
+    /// (no key, or another key sealed it): refused, never delivered as data
+    /// (HTTP 500 naming the message; `crypto.rs`).
+    #[error("{0}")]
+    Sealed(String),
     /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),

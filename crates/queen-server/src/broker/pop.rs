@@ -84,14 +84,26 @@ impl Broker {
             tokio::pin!(notified);
             notified.as_mut().enable();
 
-            let outcome = if self.flags.pop_maintenance() {
+            let mut outcome = if self.flags.pop_maintenance() {
                 PopOutcome::Empty(self.maintenance_echo(req).await)
             } else {
                 self.pop_once(req).await
             };
             match outcome {
-                PopOutcome::Messages { ref messages, .. } => {
+                PopOutcome::Messages {
+                    ref queue,
+                    ref mut messages,
+                    ..
+                } => {
                     self.metrics.popped.inc_by(messages.len() as u64);
+                    for m in messages.iter_mut() {
+                        m.payload = self.deliverable(
+                            queue,
+                            &m.partition_name,
+                            &m.transaction_id,
+                            std::mem::take(&mut m.payload),
+                        )?;
+                    }
                     return Ok(outcome);
                 }
                 PopOutcome::Failed(ref e) => {
@@ -253,14 +265,9 @@ impl Broker {
         match claimed {
             Ok(c) if c.messages.is_empty() => PopOutcome::Empty(echo),
             Ok(Claim {
-                mut messages,
-                lease_id,
-                ..
+                messages, lease_id, ..
             }) => {
-                for m in &mut messages {
-                    m.payload =
-                        super::crypto::open(self.cipher.as_ref(), std::mem::take(&mut m.payload));
-                }
+                // payloads are opened by `pop`, which may refuse one (crypto.rs)
                 PopOutcome::Messages {
                     queue: queue.name,
                     partitions_claimed: messages

@@ -4,7 +4,6 @@
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-use super::crypto::open;
 use super::{Broker, BrokerError};
 use crate::store::{
     ChangedAfter, ChangedPage, FetchEntry, FetchedEntry, PartitionDepth, RetryOutcome, SafeTime,
@@ -31,10 +30,15 @@ impl Broker {
             )
             .await?;
         let mut records = 0u64;
-        for e in &mut out {
+        for (e, asked) in out.iter_mut().zip(entries) {
             records += e.records.len() as u64;
             for r in &mut e.records {
-                r.payload = open(self.cipher.as_ref(), std::mem::take(&mut r.payload));
+                r.payload = self.deliverable(
+                    &asked.queue,
+                    &asked.partition,
+                    &r.transaction_id,
+                    std::mem::take(&mut r.payload),
+                )?;
             }
         }
         self.reads_metrics.fetch_calls.inc();

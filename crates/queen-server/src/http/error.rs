@@ -94,6 +94,13 @@ impl From<BrokerError> for ApiError {
                 status: StatusCode::SERVICE_UNAVAILABLE,
                 message: m,
             },
+            BrokerError::Sealed(m) => {
+                tracing::error!(error = %m, "undeliverable encrypted payload");
+                Self {
+                    status: StatusCode::INTERNAL_SERVER_ERROR,
+                    message: m,
+                }
+            }
             BrokerError::Internal(m) => {
                 tracing::error!(error = %m, "internal error");
                 Self {

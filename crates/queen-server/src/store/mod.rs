@@ -24,6 +24,7 @@ pub mod dbcopy;
 mod ephemeral;
 mod error;
 mod flights;
+pub mod import;
 pub mod jobs;
 mod kv;
 mod linger;
@@ -41,7 +42,7 @@ pub mod recurrence;
 mod streams;
 mod timer_fire;
 mod timers;
-mod tls;
+pub(crate) mod tls;
 mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus, Acked};

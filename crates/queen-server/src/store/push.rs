@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
@@ -91,6 +92,27 @@ pub(super) async fn append_with(
     items: &[NewMessage],
     strict: bool,
 ) -> Result<Vec<AppendOutcome>, StoreError> {
+    push_batch(client, items, strict, None).await
+}
+
+/// [`append_with`] with the createdAt of each item (the importer's messages
+/// keep the source's times); `queen.push_batch` raises a time that would
+/// move its partition backwards to the partition's newest.
+pub(super) async fn append_dated(
+    client: &impl GenericClient,
+    items: &[NewMessage],
+    created_ats: &[DateTime<Utc>],
+) -> Result<Vec<AppendOutcome>, StoreError> {
+    debug_assert_eq!(items.len(), created_ats.len());
+    push_batch(client, items, false, Some(created_ats)).await
+}
+
+async fn push_batch(
+    client: &impl GenericClient,
+    items: &[NewMessage],
+    strict: bool,
+    created_ats: Option<&[DateTime<Utc>]>,
+) -> Result<Vec<AppendOutcome>, StoreError> {
     if items.is_empty() {
         return Ok(Vec::new());
     }
@@ -104,7 +126,7 @@ pub(super) async fn append_with(
     let stmt = client
         .prepare_cached(
             "SELECT idx, status, message_id, partition_id
-             FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8)",
+             FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         )
         .await?;
     let rows = client
@@ -119,6 +141,7 @@ pub(super) async fn append_with(
                 &payloads,
                 &subs,
                 &strict,
+                &created_ats,
             ],
         )
         .await?;
