@@ -144,3 +144,37 @@ async fn the_source_may_be_this_database_under_another_schema() {
         "ref_queen_streams is read: {skipped}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payload_that_does_not_decrypt_stops_the_run_naming_it() {
+    let source = reference().await;
+    let target = TestDb::new().await.unwrap();
+    // j-4's tag altered: the key opens j-1 and j-2, not j-4
+    let s = source.client().await.unwrap();
+    s.batch_execute(
+        "UPDATE queen.messages SET payload = jsonb_set(payload, '{authTag}', '\"AAAAAAAAAAAAAAAAAAAAAA==\"')
+         WHERE transaction_id = 'j-4'",
+    )
+    .await
+    .unwrap();
+    let e = import(&target, &url(&source), "queen", Some(KEY), false)
+        .await
+        .expect_err("j-4 does not decrypt");
+    let e = format!("{e:#}");
+    assert!(
+        e.contains("message j-4 of queue jobs partition Default"),
+        "{e}"
+    );
+    // its partition is not half-imported
+    let c = target.client().await.unwrap();
+    let n: i64 = c
+        .query_one(
+            "SELECT count(*) FROM queen.segments s JOIN queen.partitions p ON p.id = s.partition_id
+             JOIN queen.queues q ON q.id = p.queue_id WHERE q.name = 'jobs'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "{e}");
+}
