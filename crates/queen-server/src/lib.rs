@@ -9,6 +9,8 @@
 //! - [`store`]: PostgreSQL: the pool, `with_op!`, one method per statement.
 //! - [`spool`]: the disk spool that takes pushes while PostgreSQL is away.
 //! - [`mesh`]: hints between replicas; received ones leave through an inbox.
+//! - [`import`]: `queen-server import` of a reference 0.15 database, through
+//!   the store (and the broker's envelope code); not part of a running broker.
 //! - [`config`], [`telemetry`], [`backoff`]: used by all of them.
 //!
 //! Push: `http::routes::push` → `Broker::push` → `Store::append` (the batcher,

@@ -201,10 +201,38 @@ pub(super) async fn import(
     let done = tx.start().last;
     let snap = source.snapshot().await?;
     let source_messages = snap.count_after(p.id, None).await?;
-    // a catch-up reads again a little before the last run's end: a message
-    // committed late there sorts before it (the dedup index answers the others)
-    let mut after = done.map(|(at, _)| (at - ctx.overlap, Uuid::nil()));
+    // a catch-up looks again a little before the last run's end: a message
+    // committed late there sorts before it. Only the keys are read; the
+    // messages this broker does not hold are fetched whole and appended.
     let (mut imported, mut late) = (0i64, 0i64);
+    if let Some(end) = done {
+        let keys = snap
+            .keys_between(p.id, (end.0 - ctx.overlap, Uuid::nil()), end)
+            .await?;
+        let txns: Vec<String> = keys.iter().map(|k| k.1.clone()).collect();
+        let unknown: HashSet<String> = tx
+            .unknown(&txns)
+            .await
+            .with_context(what)?
+            .into_iter()
+            .collect();
+        let ids: Vec<Uuid> = keys
+            .iter()
+            .filter(|k| unknown.contains(&k.1))
+            .map(|k| k.0)
+            .collect();
+        if !ids.is_empty() {
+            let found = snap.messages_by_id(p.id, &ids).await?;
+            let converted = found
+                .iter()
+                .map(|m| import_message(ctx.cipher.as_ref(), &p.queue, &p.name, m))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            late = tx.append(&converted).await.with_context(what)?;
+            imported += late;
+        }
+        ctx.progress.messages(keys.len() as u64);
+    }
+    let mut after = done;
     loop {
         let page = snap.messages_after(p.id, after, ctx.page).await?;
         let Some(last) = page.last() else { break };
@@ -213,12 +241,7 @@ pub(super) async fn import(
             .iter()
             .map(|m| import_message(ctx.cipher.as_ref(), &p.queue, &p.name, m))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        // the messages up to the last run's end: only late ones are new
-        let split = done.map_or(0, |d| page.partition_point(|m| m.key() <= d));
-        let (old, new) = converted.split_at(split);
-        let found_late = tx.append(old).await.with_context(what)?;
-        late += found_late;
-        imported += found_late + tx.append(new).await.with_context(what)?;
+        imported += tx.append(&converted).await.with_context(what)?;
         ctx.progress.messages(page.len() as u64);
         if (page.len() as i64) < ctx.page {
             break;

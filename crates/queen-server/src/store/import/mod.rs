@@ -5,13 +5,15 @@
 //! partition (`queen.import_progress`) written in the transaction of its
 //! messages.
 
+mod snapshot;
 mod source;
 mod target;
 
 use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
-pub use source::{describe_url, Source, SourceSnapshot};
+pub use snapshot::SourceSnapshot;
+pub use source::{describe_url, Source};
 pub use target::{ImportTx, TargetCounts, Watermark};
 
 /// The reference's group name for queue mode (also ours).

@@ -340,6 +340,26 @@ impl ImportTx {
         Ok(fresh)
     }
 
+    /// Of `transaction_ids`, those this partition does not hold (one index
+    /// probe each in the dedup index): what a catch-up's overlap must fetch.
+    pub async fn unknown(&self, transaction_ids: &[String]) -> Result<Vec<String>, StoreError> {
+        if transaction_ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = self
+            .client()?
+            .query(
+                "SELECT t FROM unnest($2::text[]) AS t
+                 WHERE NOT EXISTS (SELECT 1 FROM queen.message_keys k
+                                   WHERE k.partition_id = $1 AND k.transaction_id = t)",
+                &[&self.partition_id, &transaction_ids],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| Ok(r.try_get::<_, String>("t")?))
+            .collect()
+    }
+
     /// Writes a group's cursor: committed up to the message before the first
     /// one imported after `position`. Never moves an existing cursor back;
     /// true when something was written.
