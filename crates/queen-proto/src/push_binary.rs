@@ -475,7 +475,10 @@ fn check_transaction_id(t: &str, place: Place) -> Result<(), BinaryError> {
         return Err(BinaryError::TooLong(place));
     }
     if crate::names::transaction_id_has_dot_segment(t) {
-        return Err(BinaryError::Path(place, crate::names::PathProblem::DotSegment));
+        return Err(BinaryError::Path(
+            place,
+            crate::names::PathProblem::DotSegment,
+        ));
     }
     Ok(())
 }
