@@ -21,30 +21,15 @@ import sys
 import time
 from typing import Dict, List
 
-import httpx
-
 from queen import Queen
 
-from benchcpu import TCK, cpu_ticks, pg_cpu_between, postgres_ticks
+from benchcpu import TCK, cpu_ticks, pg_cpu_between, postgres_ticks, push_backlog
 
 URL = os.environ["QUEEN_URL"]
 BROKER_PID = int(os.environ["BENCH_BROKER_PID"])
 DB = os.environ["BENCH_DB"]
 TOTAL = int(os.environ.get("BENCH_MESSAGES", "20000"))
 PARTITIONS = int(os.environ.get("BENCH_PARTITIONS", "16"))
-
-
-async def push_backlog(queue: str) -> None:
-    per = TOTAL // PARTITIONS
-    async with httpx.AsyncClient(timeout=60) as http:
-        for p in range(PARTITIONS):
-            for start in range(0, per, 1000):
-                items = [
-                    {"queue": queue, "partition": f"p{p}", "payload": {"p": p, "n": i}}
-                    for i in range(start, min(start + 1000, per))
-                ]
-                r = await http.post(f"{URL}/api/v1/push", json={"items": items})
-                assert r.status_code == 201, r.text
 
 
 async def drain(client: Queen, queue: str, batch: int | None) -> Dict[str, object]:
@@ -108,7 +93,7 @@ async def main() -> int:
         [("default", None), ("batch100", 100), ("default", None), ("batch100", 100)]
     ):
         queue = f"bench-consume-{tag}-{i}"
-        await push_backlog(queue)
+        await push_backlog(URL, queue, PARTITIONS, TOTAL, lambda p, i: {"p": p, "n": i})
         r = await drain(client, queue, batch)
         r["run"] = label
         runs.append(r)

@@ -21,11 +21,9 @@ import sys
 import time
 from typing import List
 
-import httpx
-
 from queen import Queen, Stream
 
-from benchcpu import TCK, cpu_ticks, pg_cpu_between, postgres_ticks
+from benchcpu import TCK, cpu_ticks, pg_cpu_between, postgres_ticks, push_backlog
 
 URL = os.environ["QUEEN_URL"]
 BROKER_PID = int(os.environ["BENCH_BROKER_PID"])
@@ -36,23 +34,6 @@ WINDOW_S = 10
 # events 40 ms apart per partition: 250 per 10 s window
 STEP_MS = 40
 BASE = 1_700_000_000_000
-async def push_backlog(src: str) -> None:
-    per = TOTAL // PARTITIONS
-    async with httpx.AsyncClient(timeout=60) as http:
-        for p in range(PARTITIONS):
-            for start in range(0, per, 1000):
-                items = [
-                    {
-                        "queue": src,
-                        "partition": f"p{p}",
-                        "payload": {"ts": BASE + i * STEP_MS, "n": 1},
-                    }
-                    for i in range(start, min(start + 1000, per))
-                ]
-                r = await http.post(f"{URL}/api/v1/push", json={"items": items})
-                assert r.status_code == 201, r.text
-
-
 async def read_sink(client: Queen, sink: str) -> List[dict]:
     out: List[dict] = []
     while True:
@@ -67,7 +48,7 @@ async def main() -> int:
     src, sink, name = f"bench-src-{tag}", f"bench-sink-{tag}", f"bench-tumbling-{tag}"
     client = Queen(url=URL)
     t = time.monotonic()
-    await push_backlog(src)
+    await push_backlog(URL, src, PARTITIONS, TOTAL, lambda p, i: {"ts": BASE + i * STEP_MS, "n": 1})
     print(f"backlog: {TOTAL} messages in {PARTITIONS} partitions pushed in {time.monotonic() - t:.1f}s")
 
     stream = (

@@ -1,12 +1,32 @@
-"""CPU accounting shared by the Python-client benchmarks (bench_*.py): the
-broker's process and the PostgreSQL processes that work for the benchmark
-database (its backends plus the shared background processes), read from
-/proc as crates/queen-bench/src/procstat.rs does."""
+"""What the Python-client benchmarks (bench_*.py) share: pushing a backlog
+over HTTP, and CPU accounting of the broker's process and the PostgreSQL
+processes that work for the benchmark database (its backends plus the shared
+background processes), read from /proc as crates/queen-bench/src/procstat.rs
+does."""
 
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional
+from typing import Any, Callable, Dict, Optional
+
+import httpx
+
+
+async def push_backlog(
+    url: str, queue: str, partitions: int, total: int, payload: Callable[[int, int], Any]
+) -> None:
+    """`total` messages over `partitions` partitions `p0`, `p1`, …, 1 000 per
+    request; message i of partition p carries `payload(p, i)`."""
+    per = total // partitions
+    async with httpx.AsyncClient(timeout=60) as http:
+        for p in range(partitions):
+            for start in range(0, per, 1000):
+                items = [
+                    {"queue": queue, "partition": f"p{p}", "payload": payload(p, i)}
+                    for i in range(start, min(start + 1000, per))
+                ]
+                r = await http.post(f"{url}/api/v1/push", json={"items": items})
+                assert r.status_code == 201, r.text
 
 TCK = os.sysconf("SC_CLK_TCK")
 

@@ -308,3 +308,11 @@ def iso_now() -> str:
 
 def data_of(messages: List[Dict[str, Any]]) -> List[Any]:
     return [m.get("data") for m in messages]
+
+
+async def push_spread(ctx: Ctx, q: str, partitions: int, per: int) -> None:
+    """`per` messages `{"p": p, "n": i}` into each of partitions `p0`, `p1`, …"""
+    for p in range(partitions):
+        await ctx.client.queue(q).partition(f"p{p}").push(
+            [{"data": {"p": p, "n": i}} for i in range(per)]
+        )

@@ -6,22 +6,15 @@ import os
 
 import pytest
 
-from compat import V1, Consumer, Ctx, msgs, scenario, wait_until
+from compat import V1, Consumer, Ctx, msgs, push_spread, scenario, wait_until
 
 pytestmark = pytest.mark.skipif(V1, reason="queen-mq 1.3.0 has no pop autopilot")
-
-
-async def _backlog(ctx: Ctx, q: str, partitions: int, per: int) -> None:
-    for p in range(partitions):
-        await ctx.client.queue(q).partition(f"p{p}").push(
-            [{"data": {"p": p, "n": i}} for i in range(per)]
-        )
 
 
 @scenario()
 async def test_default_consume_gets_broker_sized_batches(ctx: Ctx):
     q = ctx.q("ap-consume")
-    await _backlog(ctx, q, 4, 150)
+    await push_spread(ctx, q, 4, 150)
     batches = []
 
     async def handler(batch):
@@ -44,7 +37,7 @@ async def test_default_consume_gets_broker_sized_batches(ctx: Ctx):
 @scenario()
 async def test_pop_result_reports_the_decision(ctx: Ctx):
     q = ctx.q("ap-pop")
-    await _backlog(ctx, q, 2, 120)
+    await push_spread(ctx, q, 2, 120)
     res = await ctx.client.queue(q).group(ctx.q("g")).wait(False).pop_result()
     assert len(res.messages) == 100, len(res.messages)
     assert res.autopilot is not None
@@ -55,7 +48,7 @@ async def test_pop_result_reports_the_decision(ctx: Ctx):
 @scenario()
 async def test_pinned_knobs_stay_pinned(ctx: Ctx):
     q = ctx.q("ap-pinned")
-    await _backlog(ctx, q, 3, 10)
+    await push_spread(ctx, q, 3, 10)
     g = ctx.q("g")
     res = await ctx.client.queue(q).group(g).batch(5).wait(False).pop_result()
     assert len(res.messages) == 5
@@ -72,7 +65,7 @@ async def test_pinned_knobs_stay_pinned(ctx: Ctx):
 @scenario()
 async def test_autopilot_off_by_environment_and_builder(ctx: Ctx):
     q = ctx.q("ap-off")
-    await _backlog(ctx, q, 1, 10)
+    await push_spread(ctx, q, 1, 10)
     old = os.environ.get("QUEEN_SDK_POP_AUTOPILOT")
     os.environ["QUEEN_SDK_POP_AUTOPILOT"] = "off"
     try:

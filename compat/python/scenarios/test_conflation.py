@@ -6,23 +6,16 @@ import asyncio
 import httpx
 import pytest
 
-from compat import V1, Consumer, Ctx, msgs, scenario, wait_until
+from compat import V1, Consumer, Ctx, msgs, push_spread, scenario, wait_until
 
 pytestmark = pytest.mark.skipif(V1, reason="queen-mq 1.3.0 has no conflation")
-
-
-async def _backlog(ctx: Ctx, q: str, partitions: int, per: int) -> None:
-    for p in range(partitions):
-        await ctx.client.queue(q).partition(f"p{p}").push(
-            [{"data": {"p": p, "n": i}} for i in range(per)]
-        )
 
 
 @scenario()
 async def test_conflating_consume_runs_once_per_partition_on_the_newest(ctx: Ctx):
     q = ctx.q("lv-consume")
     g = ctx.q("g")
-    await _backlog(ctx, q, 4, 6)
+    await push_spread(ctx, q, 4, 6)
     runs = []
 
     async def handler(batch):
@@ -49,7 +42,7 @@ async def test_conflating_consume_runs_once_per_partition_on_the_newest(ctx: Ctx
 async def test_conflating_pop_and_ack(ctx: Ctx):
     q = ctx.q("lv-pop")
     g = ctx.q("g")
-    await _backlog(ctx, q, 1, 3)
+    await push_spread(ctx, q, 1, 3)
     got = await ctx.client.queue(q).group(g).conflation().wait(False).pop()
     assert [m["data"]["n"] for m in got] == [2], got
     assert (await ctx.client.ack(got[0], True, {"group": g}))["success"] is True
@@ -63,7 +56,7 @@ async def test_conflating_pop_and_ack(ctx: Ctx):
 @scenario()
 async def test_conflation_refusals_reach_the_caller(ctx: Ctx):
     q = ctx.q("lv-refuse")
-    await _backlog(ctx, q, 1, 2)
+    await push_spread(ctx, q, 1, 2)
     with pytest.raises(httpx.HTTPStatusError) as no_group:
         await ctx.client.queue(q).conflation().wait(False).pop()
     assert no_group.value.response.status_code == 400
@@ -81,7 +74,7 @@ async def test_conflation_refusals_reach_the_caller(ctx: Ctx):
 async def test_a_group_registered_without_conflation_keeps_its_policy(ctx: Ctx):
     q = ctx.q("lv-conflict")
     g = ctx.q("g")
-    await _backlog(ctx, q, 1, 3)
+    await push_spread(ctx, q, 1, 3)
     first = await ctx.client.queue(q).group(g).batch(1).wait(False).pop()
     assert [m["data"]["n"] for m in first] == [0]
     await ctx.client.ack(first, True, {"group": g})
