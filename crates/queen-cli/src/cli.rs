@@ -111,8 +111,15 @@ pub struct ConfigureArgs {
     /// Failed acks before a message is dead-lettered (default 3).
     #[arg(long)]
     pub retry_limit: Option<u32>,
+    /// Namespace pops try higher-priority queues first (default 0).
     #[arg(long)]
     pub priority: Option<u32>,
+    /// Seconds after which a message is no longer delivered (default 0: never).
+    #[arg(long, value_name = "SECONDS")]
+    pub ttl: Option<u32>,
+    /// Keep failed and expired messages in the group's dead-letter queue.
+    #[arg(long)]
+    pub dead_letter_queue: bool,
     /// Seconds a message stays invisible after its push.
     #[arg(long, value_name = "SECONDS")]
     pub delayed_processing: Option<u32>,

@@ -202,6 +202,7 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
         ("leaseTime", args.lease_time),
         ("retryLimit", args.retry_limit),
         ("priority", args.priority),
+        ("ttl", args.ttl),
         ("delayedProcessing", args.delayed_processing),
         ("windowBuffer", args.window_buffer),
         ("retentionSeconds", args.retention_seconds),
@@ -221,6 +222,9 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
     }
     if args.encryption {
         options["encryptionEnabled"] = json!(true);
+    }
+    if args.dead_letter_queue {
+        options["deadLetterQueue"] = json!(true);
     }
     let mut queue = client.queue(args.queue.as_str());
     if let Some(ns) = &args.namespace {

@@ -39,6 +39,9 @@ async fn queues_are_configured_described_listed_and_deleted() {
             "45",
             "--retry-limit",
             "2",
+            "--ttl",
+            "600",
+            "--dead-letter-queue",
             "--options",
             r#"{"priority": 3, "retryLimit": 9}"#,
             "--json",
@@ -49,6 +52,8 @@ async fn queues_are_configured_described_listed_and_deleted() {
     assert_eq!(r["options"]["leaseTime"], 45, "{r}");
     assert_eq!(r["options"]["retryLimit"], 2, "flags win over --options");
     assert_eq!(r["options"]["priority"], 3);
+    assert_eq!(r["options"]["ttl"], 600);
+    assert_eq!(r["options"]["deadLetterQueue"], true);
     let run = queen(&b, &["queues", "configure", &q, "--options", "[1]"]).await;
     assert!(run.fails(2).contains("JSON object"));
     let run = queen(&b, &["queues", "configure", &q, "--options", "{"]).await;
