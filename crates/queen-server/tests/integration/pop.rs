@@ -520,7 +520,7 @@ async fn wildcard_pops_serve_hinted_and_unhinted_partitions_exactly_once() {
                                      ARRAY['s0-0','s1-0','s2-0','s3-0','s4-0'],
                                      array_fill(NULL::uuid, ARRAY[5]),
                                      array_fill('{}'::text, ARRAY[5]),
-                                     array_fill(NULL::text, ARRAY[5]), false)
+                                     array_fill(NULL::text, ARRAY[5]), false, NULL)
              FROM queen.queues q WHERE q.name = $1",
             &[&queue],
         )
