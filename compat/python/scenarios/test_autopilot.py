@@ -1,14 +1,11 @@
-"""Pop autopilot through the 2.6.0 client as it ships: consume() and pop()
-leave batch and partitions to the broker (autopilot=true) unless pinned."""
+"""Pop autopilot through the official clients as they ship (1.3.0 and
+2.6.0 both): consume() and pop() leave batch and partitions to the broker
+(autopilot=true) unless pinned."""
 
 import asyncio
 import os
 
-import pytest
-
-from compat import V1, Consumer, Ctx, msgs, push_spread, scenario, wait_until
-
-pytestmark = pytest.mark.skipif(V1, reason="queen-mq 1.3.0 has no pop autopilot")
+from compat import Consumer, Ctx, msgs, push_spread, scenario, wait_until
 
 
 @scenario()

@@ -1,4 +1,4 @@
-"""Last-value consumer groups through the 2.6.0 client as it ships:
+"""Last-value consumer groups through the official clients as they ship:
 conflation() on consume() and pop(), the refusals, the stored policy."""
 
 import asyncio
@@ -7,8 +7,6 @@ import httpx
 import pytest
 
 from compat import V1, Consumer, Ctx, msgs, push_spread, scenario, wait_until
-
-pytestmark = pytest.mark.skipif(V1, reason="queen-mq 1.3.0 has no conflation")
 
 
 @scenario()
@@ -55,6 +53,8 @@ async def test_conflating_pop_and_ack(ctx: Ctx):
 
 @scenario()
 async def test_conflation_refusals_reach_the_caller(ctx: Ctx):
+    if V1:
+        pytest.skip("queen-mq 1.3.0 logs a refused pop and returns [], and has no commit_on_delivery")
     q = ctx.q("lv-refuse")
     await push_spread(ctx, q, 1, 2)
     with pytest.raises(httpx.HTTPStatusError) as no_group:

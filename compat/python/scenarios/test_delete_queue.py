@@ -8,7 +8,8 @@ async def test_delete_queue(ctx: Ctx):
     q = ctx.q("delete")
     await ctx.client.queue(q).create()
     await ctx.client.queue(q).push([{"data": 1}, {"data": 2}])
-    assert len(await ctx.client.queue(q).wait(False).pop()) == 1  # one leased, one waiting
+    # no batch: the client sends autopilot=true and the broker sizes the pop (both, leased)
+    assert len(await ctx.client.queue(q).wait(False).pop()) == 2
 
     res = await ctx.client.queue(q).delete()
     call = ctx.last("DELETE", "/api/v1/resources/queues/")
