@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use queen_proto::QueueOptions;
+use tokio_postgres::types::ToSql;
 use tokio_postgres::Row;
 use uuid::Uuid;
 
@@ -113,32 +114,10 @@ impl Store {
                          updated_at = now()
                      RETURNING {QUEUE_COLUMNS}"
                 );
-            let row = tx
-                .query_one(
-                    &sql,
-                    &[
-                        &Uuid::now_v7(),
-                        &name,
-                        &namespace,
-                        &task,
-                        &o.lease_time,
-                        &o.retry_limit,
-                        &o.retry_delay,
-                        &o.max_size,
-                        &o.ttl,
-                        &o.priority,
-                        &o.delayed_processing,
-                        &o.window_buffer,
-                        &o.dead_letter_queue,
-                        &o.dlq_after_max_retries,
-                        &o.retention_enabled,
-                        &o.retention_seconds,
-                        &o.completed_retention_seconds,
-                        &o.encryption_enabled,
-                        &o.max_wait_time_seconds,
-                    ],
-                )
-                .await?;
+            let id = Uuid::now_v7();
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &name, &namespace, &task];
+            params.extend(option_params(o));
+            let row = tx.query_one(&sql, &params).await?;
             let queue = QueueRow::from_row(&row)?;
             // as in ensure_queue_with: the fallback SELECT is its own statement
             let inserted = tx
@@ -220,4 +199,26 @@ pub(super) async fn ensure_queue_with(
     let stmt = client.prepare_cached(&select).await?;
     let row = client.query_one(&stmt, &[&name]).await?;
     QueueRow::from_row(&row)
+}
+
+/// The 15 options of a queue as statement parameters, in the column order of
+/// `queen.queues` (`lease_time` .. `max_wait_time_seconds`).
+pub(super) fn option_params(o: &QueueOptions) -> [&(dyn ToSql + Sync); 15] {
+    [
+        &o.lease_time,
+        &o.retry_limit,
+        &o.retry_delay,
+        &o.max_size,
+        &o.ttl,
+        &o.priority,
+        &o.delayed_processing,
+        &o.window_buffer,
+        &o.dead_letter_queue,
+        &o.dlq_after_max_retries,
+        &o.retention_enabled,
+        &o.retention_seconds,
+        &o.completed_retention_seconds,
+        &o.encryption_enabled,
+        &o.max_wait_time_seconds,
+    ]
 }

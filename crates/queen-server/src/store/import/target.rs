@@ -8,12 +8,14 @@
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::{GenericClient, Object};
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{
     CursorWrite, DeadLetterWrite, ImportMessage, SourceQueue, SourceSubscription, SourceTrace,
 };
 use crate::store::push::{append_dated, AppendStatus, NewMessage};
+use crate::store::queues::option_params;
 use crate::store::{Store, StoreError};
 
 /// How far a source partition was imported.
@@ -45,7 +47,10 @@ impl Store {
     /// queue's id and whether anything was written.
     pub async fn import_queue(&self, q: &SourceQueue) -> Result<(Uuid, bool), StoreError> {
         let client = self.import_conn().await?;
-        let o = &q.options;
+        let id = Uuid::now_v7();
+        let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &q.name, &q.namespace, &q.task];
+        params.extend(option_params(&q.options));
+        params.push(&q.created_at);
         let row = client
             .query_opt(
                 "INSERT INTO queen.queues AS qu (id, name, namespace, task, lease_time, retry_limit,
@@ -78,28 +83,7 @@ impl Store {
                         EXCLUDED.retention_seconds, EXCLUDED.completed_retention_seconds,
                         EXCLUDED.encryption_enabled, EXCLUDED.max_wait_time_seconds)
                  RETURNING id",
-                &[
-                    &Uuid::now_v7(),
-                    &q.name,
-                    &q.namespace,
-                    &q.task,
-                    &o.lease_time,
-                    &o.retry_limit,
-                    &o.retry_delay,
-                    &o.max_size,
-                    &o.ttl,
-                    &o.priority,
-                    &o.delayed_processing,
-                    &o.window_buffer,
-                    &o.dead_letter_queue,
-                    &o.dlq_after_max_retries,
-                    &o.retention_enabled,
-                    &o.retention_seconds,
-                    &o.completed_retention_seconds,
-                    &o.encryption_enabled,
-                    &o.max_wait_time_seconds,
-                    &q.created_at,
-                ],
+                &params,
             )
             .await?;
         if let Some(row) = row {
