@@ -144,24 +144,8 @@ impl Formation {
 
     async fn form(&mut self) -> Result<()> {
         let pgctl = self.bin.join("pg_ctl").display().to_string();
-        let monitor_args = vec![
-            "create".to_owned(),
-            "monitor".to_owned(),
-            "--pgdata".to_owned(),
-            self.monitor.pgdata.display().to_string(),
-            "--pgport".to_owned(),
-            self.monitor.port.to_string(),
-            "--pgctl".to_owned(),
-            pgctl.clone(),
-            "--hostname".to_owned(),
-            "127.0.0.1".to_owned(),
-            "--listen".to_owned(),
-            "127.0.0.1".to_owned(),
-            "--auth".to_owned(),
-            "trust".to_owned(),
-            "--no-ssl".to_owned(),
-            "--run".to_owned(),
-        ];
+        let mut monitor_args = create_args("monitor", &self.monitor, &pgctl);
+        monitor_args.extend(["--auth", "trust", "--no-ssl", "--run"].map(str::to_owned));
         let child = self.spawn(&monitor_args, &self.monitor.log)?;
         self.monitor.child = Some(child);
         let monitor = loop {
@@ -189,19 +173,8 @@ impl Formation {
         );
         for i in 0..self.nodes.len() {
             let node = &self.nodes[i];
-            let args = vec![
-                "create".to_owned(),
-                "postgres".to_owned(),
-                "--pgdata".to_owned(),
-                node.pgdata.display().to_string(),
-                "--pgport".to_owned(),
-                node.port.to_string(),
-                "--pgctl".to_owned(),
-                pgctl.clone(),
-                "--hostname".to_owned(),
-                "127.0.0.1".to_owned(),
-                "--listen".to_owned(),
-                "127.0.0.1".to_owned(),
+            let mut args = create_args("postgres", node, &pgctl);
+            args.extend([
                 "--name".to_owned(),
                 node.name.to_owned(),
                 "--dbname".to_owned(),
@@ -212,7 +185,7 @@ impl Formation {
                 "trust".to_owned(),
                 "--no-ssl".to_owned(),
                 "--run".to_owned(),
-            ];
+            ]);
             let child = self.spawn(&args, &node.log)?;
             self.nodes[i].child = Some(child);
             // one node at a time: the first is `single` (then primary) before the next joins
@@ -576,6 +549,25 @@ impl Formation {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// `pg_autoctl create <kind>` for `p`: its data directory, port and pg_ctl,
+/// on loopback; the caller adds what the kind needs.
+fn create_args(kind: &str, p: &Proc, pgctl: &str) -> Vec<String> {
+    vec![
+        "create".to_owned(),
+        kind.to_owned(),
+        "--pgdata".to_owned(),
+        p.pgdata.display().to_string(),
+        "--pgport".to_owned(),
+        p.port.to_string(),
+        "--pgctl".to_owned(),
+        pgctl.to_owned(),
+        "--hostname".to_owned(),
+        "127.0.0.1".to_owned(),
+        "--listen".to_owned(),
+        "127.0.0.1".to_owned(),
+    ]
 }
 
 impl Drop for Formation {
