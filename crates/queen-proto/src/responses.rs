@@ -41,11 +41,14 @@ pub enum PushResult {
         #[serde(rename = "transactionId")]
         transaction_id: String,
     },
+    /// Not stored (a queue at its `maxSize`): the error names the bound.
     Failed {
         index: usize,
         status: &'static str,
         queue: String,
         partition: String,
+        #[serde(rename = "transactionId")]
+        transaction_id: String,
         error: String,
     },
 }

@@ -10,7 +10,9 @@ use queen_proto::{PartitionName, QueueName};
 use uuid::Uuid;
 
 use super::{Broker, BrokerError};
-use crate::store::{fold_repeats, AppendOutcome, AppendStatus, NewMessage, StoreError};
+use crate::store::{
+    fold_repeats, full_queue_error, AppendOutcome, AppendStatus, NewMessage, StoreError,
+};
 
 /// One validated push item.
 #[derive(Debug, Clone)]
@@ -49,6 +51,13 @@ pub enum PushOutcome {
         partition: String,
         transaction_id: String,
     },
+    /// Not stored: the queue holds its `maxSize` of messages not yet consumed.
+    Failed {
+        queue: String,
+        partition: String,
+        transaction_id: String,
+        error: String,
+    },
 }
 
 /// True for errors that mean "PostgreSQL is not there": connection-class
@@ -84,7 +93,7 @@ impl Broker {
         if self.must_spool(&items) {
             return self.spool_push(&items).await;
         }
-        match self.append_now(&items).await {
+        match self.append_now(&items, true).await {
             Err(BrokerError::Store(e)) if db_unreachable(&e) => {
                 self.spool.outage.mark_down(&e);
                 self.spool_push(&items).await
@@ -138,9 +147,10 @@ impl Broker {
     }
 
     /// Replays records of the spool: appends them like a direct push and
-    /// returns how many reached PostgreSQL (queued, or already there).
+    /// returns how many reached PostgreSQL (queued, or already there). They
+    /// were answered `buffered` already, so no `maxSize` refuses them.
     pub async fn replay_spooled(&self, items: &[PushItem]) -> Result<u64, BrokerError> {
-        let outcomes = self.append_now(items).await?;
+        let outcomes = self.append_now(items, false).await?;
         let replayed = outcomes
             .iter()
             .filter(|o| {
@@ -155,18 +165,24 @@ impl Broker {
     }
 
     /// Appends `items` to PostgreSQL (one transaction) and wakes pops parked on
-    /// the queues written to. Outcomes follow input order.
-    async fn append_now(&self, items: &[PushItem]) -> Result<Vec<PushOutcome>, BrokerError> {
+    /// the queues written to. Outcomes follow input order. `bound`: items of
+    /// queues with a `maxSize` (in the cached options) are held to it.
+    async fn append_now(
+        &self,
+        items: &[PushItem],
+        bound: bool,
+    ) -> Result<Vec<PushOutcome>, BrokerError> {
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        // queue id, and whether its payloads are stored encrypted
-        let mut queue_ids: HashMap<QueueName, (Uuid, bool)> = HashMap::new();
+        // queue id, whether its payloads are stored encrypted, whether it is bounded
+        let mut queue_ids: HashMap<QueueName, (Uuid, bool, bool)> = HashMap::new();
         for item in items {
             if !queue_ids.contains_key(&item.queue) {
                 let row = self.queue_or_create(&item.queue).await?;
                 let encrypt = row.options.encryption_enabled && self.cipher.is_some();
-                queue_ids.insert(item.queue.clone(), (row.id, encrypt));
+                let bounded = bound && row.options.max_size > 0;
+                queue_ids.insert(item.queue.clone(), (row.id, encrypt, bounded));
             }
         }
 
@@ -180,13 +196,22 @@ impl Broker {
             })
             .collect();
         let folded = fold_repeats(items.iter().zip(&transaction_ids).map(|(item, txn)| {
-            let (queue_id, _) = queue_ids[&item.queue];
+            let (queue_id, _, _) = queue_ids[&item.queue];
             (queue_id, item.partition.as_str(), txn.as_str())
         }));
         let mut unique: Vec<NewMessage> = Vec::with_capacity(folded.unique.len());
+        // empty unless an item's queue has a maxSize: the common push pays nothing
+        let mut bounded: Vec<bool> = Vec::new();
+        if queue_ids.values().any(|&(_, _, b)| b) {
+            bounded = folded
+                .unique
+                .iter()
+                .map(|&i| queue_ids[&items[i].queue].2)
+                .collect();
+        }
         for &i in &folded.unique {
             let item = &items[i];
-            let (queue_id, encrypt) = queue_ids[&item.queue];
+            let (queue_id, encrypt, _) = queue_ids[&item.queue];
             unique.push(NewMessage {
                 queue_id,
                 partition: item.partition.as_str().to_owned(),
@@ -198,7 +223,7 @@ impl Broker {
             });
         }
 
-        let appended = self.store.append(&unique).await?;
+        let appended = self.store.append(&unique, bounded).await?;
         let mut first_outcomes: Vec<Option<AppendOutcome>> = vec![None; unique.len()];
         for a in appended {
             if let Some(slot) = first_outcomes.get_mut(a.index) {
@@ -220,6 +245,13 @@ impl Broker {
                     trace_id: msg.trace_id,
                     queue,
                 },
+                // refused, and so is a repeat of it (nothing of it was stored)
+                (_, AppendStatus::Full(max_size)) => PushOutcome::Failed {
+                    error: full_queue_error(&queue, max_size),
+                    queue,
+                    partition: items[i].partition.as_str().to_owned(),
+                    transaction_id: transaction_ids[i].clone(),
+                },
                 _ => PushOutcome::Duplicate {
                     transaction_id: transaction_ids[i].clone(),
                     message_id: a.message_id,
@@ -233,6 +265,13 @@ impl Broker {
             .filter(|o| matches!(o, Some(PushOutcome::Queued { .. })))
             .count();
         self.metrics.pushed.inc_by(queued as u64);
+        self.count_pushed(
+            items
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| matches!(o, Some(PushOutcome::Queued { .. })))
+                .map(|(item, _)| item.queue.as_str()),
+        );
         let mut written: Vec<(&str, &str)> = items
             .iter()
             .zip(&outcomes)

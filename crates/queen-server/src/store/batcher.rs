@@ -18,7 +18,7 @@ use deadpool_postgres::Object;
 use tokio::sync::{mpsc, oneshot};
 
 use super::op::{with_op, Db, DbOp};
-use super::push::{append_with, fold_repeats};
+use super::push::{append_bounded, append_with, fold_repeats};
 use super::{AppendOutcome, AppendStatus, NewMessage, StoreError};
 
 /// Most messages one shared transaction carries.
@@ -35,7 +35,15 @@ type Reply = oneshot::Sender<Result<Vec<AppendOutcome>, StoreError>>;
 
 struct Job {
     items: Vec<NewMessage>,
+    /// Per item: held to its queue's `maxSize`; empty when none is.
+    bounded: Vec<bool>,
     reply: Reply,
+}
+
+impl Job {
+    fn bounded(&self, i: usize) -> bool {
+        self.bounded.get(i).copied().unwrap_or(false)
+    }
 }
 
 /// Handle to the batching task.
@@ -60,14 +68,20 @@ impl Batcher {
         Self { tx }
     }
 
-    /// Appends `items` as part of the next shared transaction.
+    /// Appends `items` as part of the next shared transaction; `bounded`
+    /// as [`super::Store::append`] takes it.
     pub(super) async fn append(
         &self,
         items: Vec<NewMessage>,
+        bounded: Vec<bool>,
     ) -> Result<Vec<AppendOutcome>, StoreError> {
         let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Job { items, reply })
+            .send(Job {
+                items,
+                bounded,
+                reply,
+            })
             .await
             .map_err(|_| StoreError::unavailable("push batcher stopped"))?;
         rx.await
@@ -179,14 +193,20 @@ async fn run(mut rx: mpsc::Receiver<Job>, db: Db) {
 /// (docs/benchmarks.md, "Consume path, part 6").
 const BIG_CALL_BYTES: usize = 8 << 20;
 
-/// One `queen.push_batch` call on the slot's connection.
+/// One `queen.push_batch` call on the slot's connection (`bounded` empty:
+/// no item is held to a `maxSize`).
 async fn one_call(
     db: &Db,
     slot: &mut Slot,
     items: &[NewMessage],
+    bounded: &[bool],
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     let result = with_op!(*db, DbOp::Push, slot = &mut slot.conn, |client| {
-        append_with(&*client, items, false).await
+        if bounded.is_empty() {
+            append_with(&*client, items, false).await
+        } else {
+            append_bounded(&*client, items, false, bounded).await
+        }
     });
     if items.iter().map(|m| m.payload.len()).sum::<usize>() > BIG_CALL_BYTES {
         Db::discard(&mut slot.conn);
@@ -198,18 +218,26 @@ async fn one_call(
 async fn flight(jobs: Vec<Job>, db: &Db, slot: &mut Slot) {
     if jobs.len() == 1 {
         let job = jobs.into_iter().next().expect("one job");
-        let result = one_call(db, slot, &job.items).await;
+        let result = one_call(db, slot, &job.items, &job.bounded).await;
         let _ = job.reply.send(result);
         return;
     }
     // merge, folding keys repeated across requests onto their first occurrence
-    let all: Vec<&NewMessage> = jobs.iter().flat_map(|j| &j.items).collect();
+    let all: Vec<(&NewMessage, bool)> = jobs
+        .iter()
+        .flat_map(|j| j.items.iter().enumerate().map(|(i, m)| (m, j.bounded(i))))
+        .collect();
     let folded = fold_repeats(
         all.iter()
-            .map(|m| (m.queue_id, m.partition.as_str(), m.transaction_id.as_str())),
+            .map(|(m, _)| (m.queue_id, m.partition.as_str(), m.transaction_id.as_str())),
     );
-    let merged: Vec<NewMessage> = folded.unique.iter().map(|&i| all[i].clone()).collect();
-    match one_call(db, slot, &merged).await {
+    let merged: Vec<NewMessage> = folded.unique.iter().map(|&i| all[i].0.clone()).collect();
+    let bounded: Vec<bool> = if all.iter().any(|&(_, b)| b) {
+        folded.unique.iter().map(|&i| all[i].1).collect()
+    } else {
+        Vec::new()
+    };
+    match one_call(db, slot, &merged, &bounded).await {
         Ok(outcomes) => {
             let by_index: HashMap<usize, &AppendOutcome> =
                 outcomes.iter().map(|o| (o.index, o)).collect();
@@ -225,10 +253,11 @@ async fn flight(jobs: Vec<Job>, db: &Db, slot: &mut Slot) {
                             .ok_or_else(|| StoreError::internal("push outcome missing"))?;
                         Ok(AppendOutcome {
                             index: i,
-                            status: if repeat {
-                                AppendStatus::Duplicate
-                            } else {
-                                o.status
+                            // a repeat of a refused item is refused too
+                            status: match (repeat, o.status) {
+                                (true, AppendStatus::Full(n)) => AppendStatus::Full(n),
+                                (true, _) => AppendStatus::Duplicate,
+                                (false, s) => s,
                             },
                             message_id: o.message_id,
                             partition_id: o.partition_id,
@@ -246,7 +275,7 @@ async fn flight(jobs: Vec<Job>, db: &Db, slot: &mut Slot) {
         Err(_) => {
             // one request may have poisoned the shared transaction: retry alone
             for job in jobs {
-                let result = one_call(db, slot, &job.items).await;
+                let result = one_call(db, slot, &job.items, &job.bounded).await;
                 let _ = job.reply.send(result);
             }
         }

@@ -113,6 +113,12 @@ impl StoreError {
         Self::Unavailable(DbError::new(Cause::Internal(what.into())))
     }
 
+    /// A refusal decided by the store itself (no SQL raised it), with the
+    /// text the client reads.
+    pub(crate) fn rejected(text: impl Into<String>) -> Self {
+        Self::Rejected(DbError::new(Cause::Internal(text.into())))
+    }
+
     /// An unclassified error from the store's own machinery, with its cause.
     pub(crate) fn other(
         context: &'static str,

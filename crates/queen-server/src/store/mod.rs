@@ -57,7 +57,7 @@ pub use migrate::{is_foreign_schema, migrations_fingerprint, run_migrations};
 pub use op::DbOp;
 pub use pool::PoolStatus;
 pub use pop::{Claim, ClaimRequest, ClaimedMessage, LeaseExtension};
-pub use push::{fold_repeats, AppendOutcome, AppendStatus, Folded, NewMessage};
+pub use push::{fold_repeats, full_queue_error, AppendOutcome, AppendStatus, Folded, NewMessage};
 pub use queues::QueueRow;
 pub use reads::*;
 pub use streams::{

@@ -29,6 +29,14 @@ pub enum AppendStatus {
     Queued,
     /// The transactionId is taken; the message id is the original's.
     Duplicate,
+    /// Refused: the queue holds its `maxSize` (the value) of messages not
+    /// yet consumed. Nothing was stored; the partition id is nil.
+    Full(i32),
+}
+
+/// The error text of an item refused by its queue's bound.
+pub fn full_queue_error(queue: &str, max_size: i32) -> String {
+    format!("queue {queue} is full (maxSize {max_size}): not stored")
 }
 
 /// The outcome of one [`NewMessage`], by its position in the input.
@@ -74,14 +82,20 @@ impl Store {
     /// Appends messages; see `queen.push_batch`. Items must be free of repeated
     /// (queue, partition, transactionId) keys ([`fold_repeats`]). Concurrent
     /// calls share a transaction (group commit, see `store/batcher.rs`).
-    pub async fn append(&self, items: &[NewMessage]) -> Result<Vec<AppendOutcome>, StoreError> {
+    /// `bounded[i]`: item `i` is held to its queue's `maxSize` (see
+    /// [`append_bounded`]); empty when none is.
+    pub async fn append(
+        &self,
+        items: &[NewMessage],
+        bounded: Vec<bool>,
+    ) -> Result<Vec<AppendOutcome>, StoreError> {
         if !self.is_ready() {
             return Err(StoreError::NotReady);
         }
         if items.is_empty() {
             return Ok(Vec::new());
         }
-        self.batcher.append(items.to_vec()).await
+        self.batcher.append(items.to_vec(), bounded).await
     }
 }
 
@@ -92,7 +106,21 @@ pub(super) async fn append_with(
     items: &[NewMessage],
     strict: bool,
 ) -> Result<Vec<AppendOutcome>, StoreError> {
-    push_batch(client, items, strict, None).await
+    push_batch(client, items, strict, None, None).await
+}
+
+/// [`append_with`] where `bounded[i]` says whether item `i` is held to its
+/// queue's `maxSize` (set from the queue's options when they have one, so a
+/// call without a bounded item runs no step of the bound in
+/// `queen.push_batch`); a refused item comes back [`AppendStatus::Full`].
+pub(super) async fn append_bounded(
+    client: &impl GenericClient,
+    items: &[NewMessage],
+    strict: bool,
+    bounded: &[bool],
+) -> Result<Vec<AppendOutcome>, StoreError> {
+    debug_assert_eq!(items.len(), bounded.len());
+    push_batch(client, items, strict, None, Some(bounded)).await
 }
 
 /// [`append_with`] with the createdAt of each item (the importer's messages
@@ -104,7 +132,7 @@ pub(super) async fn append_dated(
     created_ats: &[DateTime<Utc>],
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     debug_assert_eq!(items.len(), created_ats.len());
-    push_batch(client, items, false, Some(created_ats)).await
+    push_batch(client, items, false, Some(created_ats), None).await
 }
 
 async fn push_batch(
@@ -112,6 +140,7 @@ async fn push_batch(
     items: &[NewMessage],
     strict: bool,
     created_ats: Option<&[DateTime<Utc>]>,
+    bounded: Option<&[bool]>,
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     if items.is_empty() {
         return Ok(Vec::new());
@@ -123,10 +152,12 @@ async fn push_batch(
     let trace_ids: Vec<Option<Uuid>> = items.iter().map(|m| m.trace_id).collect();
     let payloads: Vec<&str> = items.iter().map(|m| m.payload.as_str()).collect();
     let subs: Vec<Option<&str>> = items.iter().map(|m| m.producer_sub.as_deref()).collect();
+    // NULL when no item is bounded: push_batch then skips the bound entirely
+    let bounded: Option<&[bool]> = bounded.filter(|b| b.contains(&true));
     let stmt = client
         .prepare_cached(
-            "SELECT idx, status, message_id, partition_id
-             FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+            "SELECT idx, status, message_id, partition_id, bound
+             FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
         )
         .await?;
     let rows = client
@@ -142,21 +173,23 @@ async fn push_batch(
                 &subs,
                 &strict,
                 &created_ats,
+                &bounded,
             ],
         )
         .await?;
     let mut out = rows_into(&rows, |r| {
         let idx: i32 = col(r, "idx")?;
         let status: &str = col(r, "status")?;
+        let partition_id: Option<Uuid> = col(r, "partition_id")?;
         Ok(AppendOutcome {
             index: usize::try_from(idx - 1).unwrap_or_default(),
-            status: if status == "queued" {
-                AppendStatus::Queued
-            } else {
-                AppendStatus::Duplicate
+            status: match status {
+                "queued" => AppendStatus::Queued,
+                "full" => AppendStatus::Full(col::<Option<i32>>(r, "bound")?.unwrap_or_default()),
+                _ => AppendStatus::Duplicate,
             },
             message_id: col(r, "message_id")?,
-            partition_id: col(r, "partition_id")?,
+            partition_id: partition_id.unwrap_or_default(),
         })
     })?;
     out.sort_by_key(|o| o.index);

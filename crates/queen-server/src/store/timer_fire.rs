@@ -22,10 +22,10 @@ use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
 use uuid::Uuid;
 
-use super::push::append_with;
+use super::push::append_bounded;
 use super::queues::ensure_queue_with;
 use super::recurrence::{fire_txn, Recurrence};
-use super::{col, AppendStatus, NewMessage, StoreError};
+use super::{col, full_queue_error, AppendStatus, NewMessage, StoreError};
 
 /// Permanent failures after which a timer is dead-lettered.
 pub const MAX_FIRE_ATTEMPTS: i32 = 5;
@@ -185,10 +185,15 @@ async fn append(client: &impl GenericClient, t: &DueTimer, txn: &str) -> Result<
         payload: t.payload.clone(),
         producer_sub: t.producer_sub.clone(),
     };
-    let outcome = append_with(client, std::slice::from_ref(&msg), false).await?;
-    Ok(outcome
-        .first()
-        .is_some_and(|o| o.status == AppendStatus::Duplicate))
+    // a queue at its maxSize refuses the fire: a permanent failure (fire_one)
+    let bounded = [row.options.max_size > 0];
+    let outcome = append_bounded(client, std::slice::from_ref(&msg), false, &bounded).await?;
+    match outcome.first().map(|o| o.status) {
+        Some(AppendStatus::Full(max_size)) => {
+            Err(StoreError::rejected(full_queue_error(&t.queue, max_size)))
+        }
+        status => Ok(status == Some(AppendStatus::Duplicate)),
+    }
 }
 
 /// Removes a one-shot timer, or moves a recurring one to the tick

@@ -6,7 +6,7 @@ use uuid::Uuid;
 
 use super::ack::ack_with;
 use super::op::{with_op, DbOp};
-use super::push::append_with;
+use super::push::{append_bounded, append_with};
 use super::queues::ensure_queue_with;
 use super::{AckItem, AckOutcome, AppendOutcome, NewMessage, Store, StoreError};
 
@@ -84,7 +84,7 @@ pub(super) async fn run_operations(
     ops: &[TxOperation],
 ) -> Result<Vec<TxOutcome>, TxFailure> {
     let mut done = Vec::with_capacity(ops.len());
-    let mut queue_ids: HashMap<&str, Uuid> = HashMap::new();
+    let mut queue_ids: HashMap<&str, (Uuid, bool)> = HashMap::new();
     let mut i = 0;
     while i < ops.len() {
         let result = match &ops[i] {
@@ -146,12 +146,15 @@ fn push_run_end(ops: &[TxOperation], start: usize) -> usize {
 }
 
 /// Appends one run of pushes (no repeated keys) with one `queen.push_batch`.
+/// Pushes to a queue with a `maxSize` (as this transaction reads it) are
+/// held to it: one that does not fit fails the transaction.
 async fn push_run<'a>(
     tx: &deadpool_postgres::Transaction<'_>,
     run: &'a [TxOperation],
-    queue_ids: &mut HashMap<&'a str, Uuid>,
+    queue_ids: &mut HashMap<&'a str, (Uuid, bool)>,
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     let mut messages = Vec::with_capacity(run.len());
+    let mut bounded = Vec::with_capacity(run.len());
     for op in run {
         let TxOperation::Push {
             queue,
@@ -162,29 +165,37 @@ async fn push_run<'a>(
         else {
             continue;
         };
-        let queue_id = match queue_ids.get(queue.as_str()) {
-            Some(id) => *id,
+        let (queue_id, bound) = match queue_ids.get(queue.as_str()) {
+            Some(q) => *q,
             None => {
-                let id = ensure_queue_with(tx, queue, namespace, task).await?.id;
-                queue_ids.insert(queue.as_str(), id);
-                id
+                let row = ensure_queue_with(tx, queue, namespace, task).await?;
+                let q = (row.id, row.options.max_size > 0);
+                queue_ids.insert(queue.as_str(), q);
+                q
             }
         };
         messages.push(NewMessage {
             queue_id,
             ..message.clone()
         });
+        bounded.push(bound);
     }
-    append_with(tx, &messages, true).await
+    if bounded.contains(&true) {
+        append_bounded(tx, &messages, true, &bounded).await
+    } else {
+        append_with(tx, &messages, true).await
+    }
 }
 
-/// Which push of `run` an error names (its transactionId), else the first.
+/// Which push of `run` an error names (its transactionId: one already
+/// stored, or the first that does not fit its queue's `maxSize`), else the first.
 fn failed_in_run(run: &[TxOperation], e: &StoreError) -> usize {
     let text = e.to_string();
     run.iter()
         .position(|op| {
             matches!(op, TxOperation::Push { message, .. }
-                if text.contains(&format!("transactionId {} already exists", message.transaction_id)))
+                if text.contains(&format!("transactionId {} already exists", message.transaction_id))
+                    || text.ends_with(&format!("transactionId {} does not fit", message.transaction_id)))
         })
         .unwrap_or(0)
 }

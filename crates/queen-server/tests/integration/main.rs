@@ -31,6 +31,7 @@ mod kv;
 mod lease;
 mod lifecycle;
 mod long_poll;
+mod max_size;
 mod mesh_security;
 mod migration;
 mod outage;

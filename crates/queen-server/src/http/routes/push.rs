@@ -297,6 +297,19 @@ pub async fn push(
                 partition,
                 transaction_id,
             },
+            PushOutcome::Failed {
+                queue,
+                partition,
+                transaction_id,
+                error,
+            } => PushResult::Failed {
+                index,
+                status: "failed",
+                queue,
+                partition,
+                transaction_id,
+                error,
+            },
         })
         .collect();
     Ok((StatusCode::CREATED, Json(results)).into_response())
@@ -304,17 +317,15 @@ pub async fn push(
 
 /// The counts answer of a binary push with flag 2 (client-dataplane-2.6
 /// §3.3). An item in the disk spool counts as queued: it is durable and
-/// will be written. No item fails on its own here (a failure fails the
-/// request), so `error` is 0.
+/// will be written. An item a queue's `maxSize` refused counts as `error`.
 fn push_counts(outcomes: &[PushOutcome]) -> serde_json::Value {
-    let duplicate = outcomes
-        .iter()
-        .filter(|o| matches!(o, PushOutcome::Duplicate { .. }))
-        .count();
+    let count = |f: fn(&PushOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    let duplicate = count(|o| matches!(o, PushOutcome::Duplicate { .. }));
+    let error = count(|o| matches!(o, PushOutcome::Failed { .. }));
     serde_json::json!({
         "count": outcomes.len(),
-        "queued": outcomes.len() - duplicate,
+        "queued": outcomes.len() - duplicate - error,
         "duplicate": duplicate,
-        "error": 0,
+        "error": error,
     })
 }

@@ -431,6 +431,8 @@ pub async fn cycle(
                 "status": match p.status {
                     AppendStatus::Queued => "created",
                     AppendStatus::Duplicate => "duplicate",
+                    // sink pushes are not held to a maxSize, so none is refused
+                    AppendStatus::Full(_) => "failed",
                 },
             })
         })
