@@ -379,6 +379,22 @@ impl Api {
         Ok(queued)
     }
 
+    /// Configures `queue` with `maxSize` `max_size` (every other option at
+    /// its default).
+    pub async fn configure_max_size(&self, queue: &str, max_size: u64) -> Result<()> {
+        const WHAT: &str = "POST /api/v1/configure";
+        let body = serde_json::json!({"queue": queue, "options": {"maxSize": max_size}});
+        let resp = self
+            .http
+            .post(self.url(&["api", "v1", "configure"])?)
+            .json(&body)
+            .send()
+            .await
+            .with_context(|| format!("{WHAT}: request failed"))?;
+        ensure_success(resp, WHAT).await?;
+        Ok(())
+    }
+
     pub async fn delete_queue(&self, queue: &str) -> Result<()> {
         const WHAT: &str = "DELETE /api/v1/resources/queues/{queue}";
         let resp = self

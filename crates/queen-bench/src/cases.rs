@@ -318,25 +318,6 @@ fn consumer_details(r: &mut ScenarioResult, out: &LoadOutcome) {
     }
 }
 
-/// The partition and transactionId tokens of a case's id: `p16` or `pnew`,
-/// then `/anon` when pushes carry no transactionId, then `/bin` or `/binz`
-/// when Queen's pushes are binary bodies.
-fn shape_id(case: &Case, partitions: u32) -> String {
-    let mut id = if case.fresh {
-        "pnew".to_owned()
-    } else {
-        format!("p{partitions}")
-    };
-    if case.anon {
-        id.push_str("/anon");
-    }
-    if case.body != load::PushBody::Json {
-        id.push('/');
-        id.push_str(case.body.token());
-    }
-    id
-}
-
 /// How a queue of `case` is readied: fresh partitions are made by the load.
 fn warm_for(case: &Case, warm: Warm) -> Warm {
     if case.fresh {
@@ -382,7 +363,7 @@ pub async fn push_case(suite: &mut Suite, system: System, text: &str) -> Result<
         system.prefix(),
         spec.batch,
         spec.producers,
-        shape_id(&case, spec.partitions)
+        case.shape_id(spec.partitions)
     );
     eprintln!(
         "-- {id}: {} producers, batch {}, {} partitions, up to {} msgs / {}s",
@@ -397,6 +378,9 @@ pub async fn push_case(suite: &mut Suite, system: System, text: &str) -> Result<
         );
         let l = layout(&run, spec.partitions, vec![None], suite);
         stage.prepare(l, warm_for(&case, Warm::Partitions)).await?;
+        if let (Some(n), Stage::Queen(env)) = (case.max_size, &stage) {
+            env.api.configure_max_size(&run.queue, n).await?;
+        }
         stage.ready(suite).await?;
         let m = stage.measure(suite, run, &id, Some(&spec), None).await?;
         let complete = m.out.pushed >= spec.messages;
@@ -424,7 +408,7 @@ pub async fn pop_ack_case(suite: &mut Suite, system: System, text: &str) -> Resu
         system.prefix(),
         consume.batch,
         consume.consumers_per_group,
-        shape_id(&case, partitions)
+        case.shape_id(partitions)
     );
     eprintln!(
         "-- {id}: pre-fill {fill} msgs, then {} consumers drain with batch {}",
@@ -482,7 +466,7 @@ pub async fn live_case(
     let rate_spec = case.r.unwrap_or(Rate::Max);
     let kind = if fanout { "fanout" } else { "e2e" };
     let prefix = system.prefix();
-    let shape = shape_id(&case, partitions);
+    let shape = case.shape_id(partitions);
     let id = if fanout {
         format!("{prefix}fanout/b{batch}/n{producers}/g{groups}/c{consumers}/{shape}")
     } else {

@@ -32,6 +32,34 @@ pub struct Case {
     /// `bin` / `binz`: Queen's pushes as the binary body, plain or zstd
     /// frames (peers ignore it).
     pub body: PushBody,
+    /// `maxsizeN`: Queen's queue is configured with `maxSize` N before the
+    /// load (push cases; peers ignore it).
+    pub max_size: Option<u64>,
+}
+
+impl Case {
+    /// The partition and transactionId tokens of a case's id: `p16` or
+    /// `pnew`, then `/anon` when pushes carry no transactionId, `/bin` or
+    /// `/binz` when Queen's pushes are binary bodies, `/maxsizeN` when its
+    /// queue is bounded.
+    pub fn shape_id(&self, partitions: u32) -> String {
+        let mut id = if self.fresh {
+            "pnew".to_owned()
+        } else {
+            format!("p{partitions}")
+        };
+        if self.anon {
+            id.push_str("/anon");
+        }
+        if self.body != PushBody::Json {
+            id.push('/');
+            id.push_str(self.body.token());
+        }
+        if let Some(n) = self.max_size {
+            id.push_str(&format!("/maxsize{n}"));
+        }
+        id
+    }
 }
 
 pub fn parse_case(text: &str) -> Result<Case> {
@@ -55,6 +83,13 @@ pub fn parse_case(text: &str) -> Result<Case> {
             }
             "binz" => {
                 case.body = PushBody::BinaryZstd;
+                continue;
+            }
+            t if t.starts_with("maxsize") => {
+                let n = t["maxsize".len()..]
+                    .parse()
+                    .with_context(|| format!("bad number in {tok:?} of case {text:?}"))?;
+                case.max_size = Some(n);
                 continue;
             }
             _ => {}
@@ -142,5 +177,9 @@ mod tests {
         assert!(parse_case("b100/x3").is_err());
         assert!(parse_case("b100/bx").is_err());
         assert_eq!(parse_case("rows/b1").unwrap().head.as_deref(), Some("rows"));
+        let c = parse_case("b100/n16/p16/maxsize5000000").unwrap();
+        assert_eq!(c.max_size, Some(5_000_000));
+        assert_eq!(c.shape_id(16), "p16/maxsize5000000");
+        assert!(parse_case("b100/maxsize").is_err());
     }
 }
