@@ -4,29 +4,36 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::output::Format;
+use crate::when;
+
 /// Talk to a Queen broker: push, pop and tail messages, inspect and manage
-/// queues, consumer groups, dead letters and maintenance.
+/// queues, consumer groups, dead letters, key/value, locks and timers.
 ///
-/// Exit status: 0 done, 1 error (nothing or not all done; the message says
-/// which), 2 bad usage or bad input (nothing sent), 3 a pop found no message.
+/// Exit status: 0 done, 1 user error (bad usage or input, or the broker
+/// refused: 4xx), 2 no broker reachable or a 5xx, 3 authentication (401, 403),
+/// 4 empty (a pop or look-up found nothing).
 #[derive(Debug, Parser)]
 #[command(name = "queen", version, about, long_about, max_term_width = 100)]
 pub struct Cli {
-    /// Broker URL; several replicas comma-separated (tried in turn, a dead one skipped).
-    #[arg(
-        long,
-        env = "QUEEN_URL",
-        value_delimiter = ',',
-        default_value = "http://localhost:6632",
-        global = true
-    )]
+    /// Broker URL; several replicas comma-separated (tried in turn, a dead one
+    /// skipped). Default: the context's, else http://localhost:6632.
+    #[arg(long, env = "QUEEN_URL", value_delimiter = ',', global = true)]
     pub url: Vec<String>,
 
     /// Bearer token (JWT) for brokers with authentication on.
     #[arg(long, env = "QUEEN_TOKEN", hide_env_values = true, global = true)]
     pub token: Option<String>,
 
-    /// Print JSON (stable field names) instead of tables and sentences.
+    /// Use this context of the configuration file instead of the current one.
+    #[arg(long, env = "QUEEN_CONTEXT", global = true, value_name = "NAME")]
+    pub context: Option<String>,
+
+    /// Output format of what a command prints.
+    #[arg(long, short = 'o', value_enum, global = true, value_name = "FORMAT")]
+    pub output: Option<Format>,
+
+    /// The same as -o json.
     #[arg(long, global = true)]
     pub json: bool,
 
@@ -38,12 +45,25 @@ pub struct Cli {
     pub command: Command,
 }
 
+impl Cli {
+    /// `-o`, else `--json`, else a table.
+    pub fn format(&self) -> Format {
+        self.output.unwrap_or(if self.json {
+            Format::Json
+        } else {
+            Format::Table
+        })
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Health of every broker URL, totals, and the maintenance switches.
     Status,
     /// List, describe, configure and delete queues (list by default).
     Queues(QueuesArgs),
+    /// Create or reconfigure the queues of a YAML manifest.
+    Apply(crate::apply::ApplyArgs),
     /// Push a JSON message, or JSON lines from a file or standard input.
     Push(PushArgs),
     /// Pop messages once, print them, and ack them.
@@ -52,22 +72,48 @@ pub enum Command {
     Tail(TailArgs),
     /// Acknowledge a message by its partition id and transaction id.
     Ack(AckArgs),
+    /// Run a transaction (acks and pushes, all or nothing) from a JSON or YAML file.
+    Tx(crate::tx::TxArgs),
+    /// Leases: extend one.
+    #[command(subcommand)]
+    Lease(crate::tx::LeaseCommand),
     /// Dead-letter queue: list, retry, delete.
     #[command(subcommand)]
     Dlq(DlqCommand),
     /// Consumer groups: list, lag, show, seek, delete.
     #[command(subcommand)]
     Groups(GroupsCommand),
-    /// Show or switch maintenance mode (pushes spooled; with --pop, pops paused).
-    Maintenance(MaintenanceArgs),
     /// Messages: list, show, delete, retry.
     #[command(subcommand)]
     Messages(MessagesCommand),
     /// Trace events: of a message, by name, the names in use.
     #[command(subcommand)]
     Traces(TracesCommand),
+    /// Key/value: get, put, delete, list.
+    #[command(subcommand)]
+    Kv(crate::kv::KvCommand),
+    /// Locks: acquire, release, show.
+    #[command(subcommand)]
+    Locks(crate::kv::LocksCommand),
+    /// Timers: schedule (once or recurring), list, peek, cancel.
+    #[command(subcommand)]
+    Timers(crate::timers::TimersCommand),
+    /// Ephemeral queues: list, configure, push, pop, depth, reset, delete.
+    #[command(subcommand)]
+    Ephemeral(crate::ephemeral::EphemeralCommand),
+    /// Stream queries: list them, read their state.
+    #[command(subcommand)]
+    Streams(crate::ephemeral::StreamsCommand),
+    /// Throughput, lag, workers, retention, system and PostgreSQL figures.
+    #[command(subcommand)]
+    Analytics(crate::analytics::AnalyticsCommand),
+    /// Show or switch maintenance mode (pushes spooled; with --pop, pops paused).
+    Maintenance(MaintenanceArgs),
     /// The broker's metrics (JSON, or Prometheus text with --prometheus).
     Metrics(MetricsArgs),
+    /// Contexts: named brokers with their token and default queue.
+    #[command(subcommand)]
+    Config(crate::config::ConfigCommand),
     /// Print a shell completion script.
     Completion(CompletionArgs),
 }
@@ -139,6 +185,21 @@ pub struct ConfigureArgs {
     /// Encrypt payloads at rest (the broker needs QUEEN_ENCRYPTION_KEY).
     #[arg(long)]
     pub encryption: bool,
+    /// Most messages the queue holds unconsumed (0: no bound).
+    #[arg(long)]
+    pub max_size: Option<u32>,
+    /// Milliseconds before a failed message is delivered again.
+    #[arg(long, value_name = "MS")]
+    pub retry_delay: Option<u32>,
+    /// Multiplier of the retry delay per further attempt (e.g. 2).
+    #[arg(long, value_name = "FACTOR")]
+    pub retry_backoff: Option<f64>,
+    /// Milliseconds the growing retry delay never passes.
+    #[arg(long, value_name = "MS")]
+    pub retry_delay_max: Option<u32>,
+    /// Dead-letter a message once its retries are spent.
+    #[arg(long)]
+    pub dlq_after_max_retries: bool,
 }
 
 #[derive(Debug, Args)]
@@ -176,7 +237,8 @@ pub struct PushArgs {
 
 #[derive(Debug, Args)]
 pub struct ConsumeArgs {
-    pub queue: String,
+    /// The queue (default: QUEEN_QUEUE, else the context's queue).
+    pub queue: Option<String>,
     /// Only this partition (default: any).
     #[arg(long, short)]
     pub partition: Option<String>,
@@ -275,11 +337,11 @@ pub struct DlqListArgs {
     pub group: Option<String>,
     #[arg(long, short)]
     pub partition: Option<String>,
-    /// Failed at or after (ISO 8601).
-    #[arg(long)]
+    /// Failed at or after (RFC 3339, a date, or relative: '15m ago').
+    #[arg(long, value_parser = when::time_arg)]
     pub from: Option<String>,
-    /// Failed at or before (ISO 8601).
-    #[arg(long)]
+    /// Failed at or before (RFC 3339, a date, now, or relative: '5m ago').
+    #[arg(long, value_parser = when::time_arg)]
     pub to: Option<String>,
     #[arg(long, default_value_t = 100)]
     pub limit: u32,
@@ -318,8 +380,9 @@ pub struct SeekArgs {
     /// Past every message stored now.
     #[arg(long, conflicts_with = "to", required_unless_present = "to")]
     pub to_end: bool,
-    /// Past the last message created at or before this time (ISO 8601).
-    #[arg(long)]
+    /// Past the last message created at or before this time (RFC 3339, a
+    /// date, now, or relative: '1h ago').
+    #[arg(long, value_parser = when::time_arg)]
     pub to: Option<String>,
     /// Only this partition (with --to-end).
     #[arg(long, short, requires = "to_end")]
@@ -371,9 +434,11 @@ pub struct MessagesListArgs {
     /// pending, processing, completed or dead_letter.
     #[arg(long)]
     pub status: Option<String>,
-    #[arg(long)]
+    /// Created at or after (RFC 3339, a date, or relative: '15m ago').
+    #[arg(long, value_parser = when::time_arg)]
     pub from: Option<String>,
-    #[arg(long)]
+    /// Created at or before (RFC 3339, a date, now, or relative).
+    #[arg(long, value_parser = when::time_arg)]
     pub to: Option<String>,
     #[arg(long, default_value_t = 200)]
     pub limit: u32,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use queen_client::{AckRequest, AckStatus, Client, Message, Queue, SubscriptionMode};
 
 use crate::cli::{AckArgs, AckStatusArg, ConsumeArgs, PopArgs, Subscription, TailArgs};
-use crate::output::{self, Failure, Table};
+use crate::output::{self, Failure, Format, Table};
 
 /// Long-poll wait of each pop of `tail --follow`.
 const FOLLOW_WAIT: Duration = Duration::from_secs(30);
@@ -14,7 +14,7 @@ const FOLLOW_RETRY: Duration = Duration::from_secs(1);
 
 fn queue_of(client: &Client, args: &ConsumeArgs) -> Queue {
     let mut q = client
-        .queue(args.queue.as_str())
+        .queue(args.queue.as_deref().unwrap_or_default())
         .batch(args.batch.max(1))
         .commit_on_delivery(args.auto_ack);
     if let Some(p) = &args.partition {
@@ -45,10 +45,11 @@ async fn ack_popped(
         .ack_batch(messages, AckStatus::Completed, None)
         .await
         .map_err(|e| {
-            Failure::Error(format!(
+            let text = format!(
                 "the messages were printed but not acked: {}",
                 output::one_line(&e)
-            ))
+            );
+            Failure::like(&e, text)
         })?;
     let refused: Vec<String> = results
         .iter()
@@ -72,20 +73,32 @@ async fn ack_popped(
     }
 }
 
-fn message_table(messages: &[Message]) -> Table {
-    let mut t = Table::new(&["PARTITION", "TRANSACTION ID", "CREATED", "DATA"]);
+fn message_table(messages: &[Message], wide: bool) -> Table {
+    let mut header = vec!["PARTITION", "TRANSACTION ID", "CREATED", "DATA"];
+    if wide {
+        header.extend(["PARTITION ID", "LEASE ID", "GROUP"]);
+    }
+    let mut t = Table::new(&header).wide(wide);
     for m in messages {
-        t.row(vec![
+        let mut row = vec![
             m.partition.clone(),
             m.transaction_id.clone(),
             m.created_at.clone(),
             m.data.to_string(),
-        ]);
+        ];
+        if wide {
+            row.extend([
+                m.partition_id.clone(),
+                m.lease_id.clone(),
+                m.consumer_group.clone(),
+            ]);
+        }
+        t.row(row);
     }
     t
 }
 
-pub async fn pop(client: &Client, args: PopArgs, json: bool) -> Result<(), Failure> {
+pub async fn pop(client: &Client, args: PopArgs, out: Format) -> Result<(), Failure> {
     if !(0.0..=600.0).contains(&args.wait) {
         return Err(Failure::Usage(
             "--wait must be between 0 and 600 seconds".into(),
@@ -95,13 +108,13 @@ pub async fn pop(client: &Client, args: PopArgs, json: bool) -> Result<(), Failu
         .wait(args.wait > 0.0)
         .timeout(Duration::from_secs_f64(args.wait));
     let messages = queue.pop().await?;
-    if json {
-        output::json(&messages)?;
+    if !out.is_human() {
+        output::print(&messages, out, "")?;
     } else if !messages.is_empty() {
-        crate::outln!("{}", message_table(&messages).render());
+        crate::outln!("{}", message_table(&messages, out.is_wide()).render());
     }
     if messages.is_empty() {
-        if !json {
+        if out.is_human() {
             eprintln!("queen: no message");
         }
         return Err(Failure::Empty);
@@ -109,7 +122,7 @@ pub async fn pop(client: &Client, args: PopArgs, json: bool) -> Result<(), Failu
     ack_popped(client, &args.consume, &messages).await
 }
 
-pub async fn tail(client: &Client, args: TailArgs, json: bool) -> Result<(), Failure> {
+pub async fn tail(client: &Client, args: TailArgs, out: Format) -> Result<(), Failure> {
     if args.limit == Some(0) {
         return Ok(());
     }
@@ -154,7 +167,10 @@ pub async fn tail(client: &Client, args: TailArgs, json: bool) -> Result<(), Fai
             return Ok(());
         }
         for m in &messages {
-            if json {
+            if out == Format::Yaml {
+                let doc = serde_yaml_ng::to_string(m).map_err(|e| Failure::Error(e.to_string()))?;
+                output::write_out(format_args!("---\n{doc}"));
+            } else if !out.is_human() {
                 let line = serde_json::to_string(m).map_err(|e| Failure::Error(e.to_string()))?;
                 crate::outln!("{line}");
             } else {
@@ -175,7 +191,7 @@ pub async fn tail(client: &Client, args: TailArgs, json: bool) -> Result<(), Fai
     }
 }
 
-pub async fn ack(client: &Client, args: AckArgs, json: bool) -> Result<(), Failure> {
+pub async fn ack(client: &Client, args: AckArgs, out: Format) -> Result<(), Failure> {
     let status = match args.status {
         AckStatusArg::Completed => AckStatus::Completed,
         AckStatusArg::Failed => AckStatus::Failed,
@@ -194,8 +210,8 @@ pub async fn ack(client: &Client, args: AckArgs, json: bool) -> Result<(), Failu
         req = req.error(e.as_str());
     }
     let result = client.ack_ids(&req).await?;
-    if json {
-        output::json(&result)?;
+    if !out.is_human() {
+        output::print(&result, out, "")?;
     } else if result.success {
         let extra = if result.dlq { ", dead-lettered" } else { "" };
         crate::outln!(
@@ -228,7 +244,7 @@ mod tests {
             "consumerGroup": "__QUEUE_MODE__"
         }))
         .unwrap();
-        let text = message_table(&[m]).render();
+        let text = message_table(&[m], false).render();
         let row: Vec<&str> = text.lines().nth(1).unwrap().split_whitespace().collect();
         assert_eq!(
             row,

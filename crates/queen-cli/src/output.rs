@@ -29,45 +29,68 @@ pub fn write_out(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// Exit status of a bad invocation or bad input (nothing was sent).
-const EXIT_USAGE: u8 = 2;
-/// Exit status of a pop that found nothing.
-const EXIT_EMPTY: u8 = 3;
+/// Exit status of a user error: bad flags or input, or a request the broker refused (4xx).
+const EXIT_USER: u8 = 1;
+/// Exit status when no broker could be reached, or one answered 5xx.
+const EXIT_UNREACHABLE: u8 = 2;
+/// Exit status of a refused token or role (401, 403).
+const EXIT_AUTH: u8 = 3;
+/// Exit status of a pop or look-up that found nothing.
+const EXIT_EMPTY: u8 = 4;
 
 /// Why a command did not succeed, and with which exit status it ends.
 #[derive(Debug)]
 pub enum Failure {
-    /// Bad usage or bad input: status 2, nothing was sent.
+    /// Bad usage or bad input, nothing was sent: status 1.
     Usage(String),
-    /// A pop found no message: status 3.
-    Empty,
-    /// Anything else: status 1.
+    /// The broker refused (a 4xx, a refused item or ack): status 1.
     Error(String),
+    /// No broker reached, or one answered 5xx or could not use its database: status 2.
+    Unreachable(String),
+    /// The broker refused the token or its role (401, 403): status 3.
+    Auth(String),
+    /// A pop or a look-up found nothing: status 4.
+    Empty,
 }
 
 impl Failure {
     /// Prints the one-line message (if any) and returns the exit status.
     pub fn report(self) -> ExitCode {
-        match self {
-            Self::Usage(m) => {
-                eprintln!("queen: {m}");
-                ExitCode::from(EXIT_USAGE)
+        let (code, text) = match self {
+            Self::Usage(m) => (EXIT_USER, format!("queen: {m}")),
+            Self::Error(m) => (EXIT_USER, format!("queen: error: {m}")),
+            Self::Unreachable(m) => (EXIT_UNREACHABLE, format!("queen: error: {m}")),
+            Self::Auth(m) => (EXIT_AUTH, format!("queen: error: {m}")),
+            Self::Empty => return ExitCode::from(EXIT_EMPTY),
+        };
+        eprintln!("{text}");
+        ExitCode::from(code)
+    }
+
+    /// The failure of the class `e` belongs to, with `text` as its message.
+    pub fn like(e: &queen_client::Error, text: String) -> Self {
+        use queen_client::Error;
+        match e {
+            Error::InvalidInput(_) | Error::Config(_) => Self::Usage(text),
+            Error::Status {
+                status: 401 | 403, ..
+            } => Self::Auth(text),
+            Error::Status { status, .. } if *status >= 500 => Self::Unreachable(text),
+            Error::Status { .. } | Error::TransactionFailed { .. } | Error::Json(_) => {
+                Self::Error(text)
             }
-            Self::Empty => ExitCode::from(EXIT_EMPTY),
-            Self::Error(m) => {
-                eprintln!("queen: error: {m}");
-                ExitCode::FAILURE
-            }
+            _ => Self::Unreachable(text),
         }
     }
 }
 
 impl From<queen_client::Error> for Failure {
     fn from(e: queen_client::Error) -> Self {
-        match e {
-            queen_client::Error::InvalidInput(m) | queen_client::Error::Config(m) => Self::Usage(m),
-            other => Self::Error(one_line(&other)),
-        }
+        let text = match &e {
+            queen_client::Error::InvalidInput(m) | queen_client::Error::Config(m) => m.clone(),
+            other => one_line(other),
+        };
+        Self::like(&e, text)
     }
 }
 
@@ -112,11 +135,87 @@ pub fn one_line(e: &queen_client::Error) -> String {
     text.replace(['\n', '\r'], " ")
 }
 
-/// Prints `v` as pretty JSON on standard output.
-pub fn json(v: &impl Serialize) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(v).map_err(|e| Failure::Error(e.to_string()))?;
-    crate::outln!("{text}");
+/// How a command prints what it read (`-o`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns and sentences, long cells cut.
+    #[default]
+    Table,
+    /// The table with more columns, nothing cut.
+    Wide,
+    /// Pretty JSON with the broker's field names.
+    Json,
+    /// One compact JSON value per line: the rows of a listing.
+    Ndjson,
+    /// YAML.
+    Yaml,
+}
+
+impl Format {
+    /// Whether the output is for people (a table or sentences).
+    pub fn is_human(self) -> bool {
+        matches!(self, Self::Table | Self::Wide)
+    }
+
+    pub fn is_wide(self) -> bool {
+        self == Self::Wide
+    }
+}
+
+/// Prints `v` as JSON, YAML or JSON lines; for the human formats, nothing.
+/// With JSON lines, a list is one line per element; `rows` (a JSON pointer)
+/// names the list inside an object, else the object is one line.
+pub fn machine(v: &Value, format: Format, rows: &str) -> Result<(), Failure> {
+    let fail = |e: &dyn std::fmt::Display| Failure::Error(format!("print the answer: {e}"));
+    match format {
+        Format::Table | Format::Wide => {}
+        Format::Json => {
+            let text = serde_json::to_string_pretty(v).map_err(|e| fail(&e))?;
+            crate::outln!("{text}");
+        }
+        Format::Yaml => {
+            let text = serde_yaml_ng::to_string(v).map_err(|e| fail(&e))?;
+            write_out(format_args!("{text}"));
+        }
+        Format::Ndjson => {
+            let list = if v.is_array() {
+                Some(v)
+            } else {
+                v.pointer(rows).filter(|_| !rows.is_empty())
+            };
+            match list.and_then(Value::as_array) {
+                Some(items) => {
+                    for item in items {
+                        crate::outln!("{item}");
+                    }
+                }
+                None => crate::outln!("{v}"),
+            }
+        }
+    }
     Ok(())
+}
+
+/// Prints `v` in `format`: machine formats through [`machine`], the human
+/// ones through `human(v, wide)`.
+pub fn show(
+    v: &Value,
+    format: Format,
+    rows: &str,
+    human: impl FnOnce(&Value, bool),
+) -> Result<(), Failure> {
+    if format.is_human() {
+        human(v, format.is_wide());
+        Ok(())
+    } else {
+        machine(v, format, rows)
+    }
+}
+
+/// Prints any serializable answer in a machine format (see [`machine`]).
+pub fn print(v: &impl Serialize, format: Format, rows: &str) -> Result<(), Failure> {
+    let v = serde_json::to_value(v).map_err(|e| Failure::Error(e.to_string()))?;
+    machine(&v, format, rows)
 }
 
 /// A JSON value as table cell text: strings bare, `null` as `-`, the rest compact.
@@ -136,6 +235,7 @@ const MAX_CELL_CHARS: usize = 60;
 pub struct Table {
     header: Vec<&'static str>,
     rows: Vec<Vec<String>>,
+    cut: bool,
 }
 
 impl Table {
@@ -143,24 +243,33 @@ impl Table {
         Self {
             header: header.to_vec(),
             rows: Vec::new(),
+            cut: true,
         }
+    }
+
+    /// A table whose cells are never cut (`-o wide`) when `wide`.
+    pub fn wide(mut self, wide: bool) -> Self {
+        self.cut = !wide;
+        self
     }
 
     pub fn row(&mut self, cells: Vec<String>) {
         self.rows.push(
             cells
                 .into_iter()
-                .map(|c| {
-                    let c = c.replace(['\n', '\r', '\t'], " ");
-                    if c.chars().count() > MAX_CELL_CHARS {
-                        let cut: String = c.chars().take(MAX_CELL_CHARS - 1).collect();
-                        format!("{cut}…")
-                    } else {
-                        c
-                    }
-                })
+                .map(|c| c.replace(['\n', '\r', '\t'], " "))
                 .collect(),
         );
+    }
+
+    /// A cell as printed: cut with an ellipsis past [`MAX_CELL_CHARS`] unless wide.
+    fn shown(&self, c: &str) -> String {
+        if self.cut && c.chars().count() > MAX_CELL_CHARS {
+            let cut: String = c.chars().take(MAX_CELL_CHARS - 1).collect();
+            format!("{cut}…")
+        } else {
+            c.to_owned()
+        }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -169,8 +278,13 @@ impl Table {
 
     /// The table as text, one line per row, columns two spaces apart.
     pub fn render(&self) -> String {
+        let rows: Vec<Vec<String>> = self
+            .rows
+            .iter()
+            .map(|r| r.iter().map(|c| self.shown(c)).collect())
+            .collect();
         let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
-        for row in &self.rows {
+        for row in &rows {
             for (i, c) in row.iter().enumerate() {
                 if let Some(w) = widths.get_mut(i) {
                     *w = (*w).max(c.chars().count());
@@ -194,7 +308,7 @@ impl Table {
             out.trim_end().to_owned()
         };
         let mut out = line(&mut self.header.iter().copied());
-        for row in &self.rows {
+        for row in &rows {
             out.push('\n');
             out.push_str(&line(&mut row.iter().map(String::as_str)));
         }

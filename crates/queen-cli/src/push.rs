@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::cli::PushArgs;
-use crate::output::{self, Failure};
+use crate::output::{self, Failure, Format};
 
 /// Inputs with at least this many lines get a progress bar on a terminal unasked.
 const PROGRESS_FROM_LINES: usize = 10_000;
@@ -43,7 +43,7 @@ impl Summary {
     }
 }
 
-pub async fn run(client: &Client, args: PushArgs, json: bool) -> Result<(), Failure> {
+pub async fn run(client: &Client, args: PushArgs, out: Format) -> Result<(), Failure> {
     if args.batch == 0 || args.in_flight == 0 {
         return Err(Failure::Usage(
             "--batch and --in-flight must be at least 1".into(),
@@ -83,15 +83,16 @@ pub async fn run(client: &Client, args: PushArgs, json: bool) -> Result<(), Fail
         if sent == 0 && summary.failed == 0 {
             return Err(e.into());
         }
-        return Err(Failure::Error(format!(
+        let text = format!(
             "{} of {} messages accepted before the push failed: {}",
             sent,
             summary.messages,
             output::one_line(&e)
-        )));
+        );
+        return Err(Failure::like(&e, text));
     }
-    if json {
-        output::json(&summary)?;
+    if !out.is_human() {
+        output::print(&summary, out, "/results")?;
     } else {
         print_summary(&summary);
     }

@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use crate::client::Client;
 use crate::error::Result;
 use crate::path::{segment, Query};
-use crate::transport::Call;
+use crate::transport::{Call, Replay};
 use crate::types::{Maintenance, Seek};
 
 /// Filters of [`Admin::messages`]; every field is optional.
@@ -57,6 +57,39 @@ impl Admin {
 
     async fn delete(&self, path: String) -> Result<Value> {
         self.client.transport().json(&Call::delete(path)).await
+    }
+
+    /// `GET` any route of the API and return its JSON answer (for routes this
+    /// crate has no typed call for: key/value, locks, timers, analytics, …).
+    /// `path` starts with `/` and carries its own query string.
+    ///
+    /// ```no_run
+    /// # async fn run(client: queen_client::Client) -> queen_client::Result<()> {
+    /// let timers = client.admin().get_json("/api/v1/timers/reports?limit=10").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn get_json(&self, path: &str) -> Result<Value> {
+        self.get(path.to_owned()).await
+    }
+
+    /// `POST` a JSON body to any route and return its JSON answer. Retried
+    /// only when it surely never reached a broker, since not every route is
+    /// safe to apply twice (a key/value `incr`, a transaction).
+    ///
+    /// ```no_run
+    /// # async fn run(client: queen_client::Client) -> queen_client::Result<()> {
+    /// let body = serde_json::json!({"operations": [{"op": "get", "ns": "app", "key": "k"}]});
+    /// let answer = client.admin().post_json("/api/v1/kv", &body).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn post_json(&self, path: &str, body: &Value) -> Result<Value> {
+        let call = Call::post(path, body)?.replay(Replay::IfNeverSent);
+        self.client.transport().json(&call).await
+    }
+
+    /// `DELETE` any route and return its JSON answer.
+    pub async fn delete_json(&self, path: &str) -> Result<Value> {
+        self.delete(path.to_owned()).await
     }
 
     /// `GET /health` of the next broker URL: `503` (an error) when its database is down.

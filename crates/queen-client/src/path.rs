@@ -3,8 +3,13 @@
 use std::fmt::Write as _;
 
 /// Encodes `s` for one path segment or query value: everything but the
-/// unreserved characters of RFC 3986 is percent-encoded.
-pub(crate) fn segment(s: &str) -> String {
+/// unreserved characters of RFC 3986 is percent-encoded. For the paths of
+/// [`crate::Admin::get_json`] and its siblings.
+///
+/// ```
+/// assert_eq!(queen_client::segment("a b/c"), "a%20b%2Fc");
+/// ```
+pub fn segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {

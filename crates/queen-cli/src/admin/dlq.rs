@@ -3,11 +3,11 @@
 use queen_client::Client;
 use serde_json::Value;
 
-use super::{by_ids, items, show, succeeded, table, ById};
+use super::{by_ids, items, show, succeeded, table_wide, ById};
 use crate::cli::DlqCommand;
-use crate::output::{cell, Failure};
+use crate::output::{cell, Failure, Format};
 
-pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Failure> {
+pub async fn dlq(client: &Client, cmd: DlqCommand, out: Format) -> Result<(), Failure> {
     match cmd {
         DlqCommand::List(a) => {
             let mut q = client.dlq().limit(a.limit).offset(a.offset);
@@ -28,8 +28,8 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
             }
             let page = q.get().await?;
             let v = serde_json::to_value(&page).unwrap_or(Value::Null);
-            show(&v, json, |p| {
-                let t = table(
+            show(&v, out, "/messages", |p, wide| {
+                let t = table_wide(
                     items(p, "messages"),
                     &[
                         ("QUEUE", "/queue"),
@@ -41,6 +41,8 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
                         ("FAILED AT", "/failedAt"),
                         ("ERROR", "/errorMessage"),
                     ],
+                    &[("CREATED", "/createdAt"), ("DATA", "/data")],
+                    wide,
                 );
                 t.print_or("no dead letter");
                 if !t.is_empty() {
@@ -51,7 +53,7 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
         DlqCommand::Retry {
             partition_id,
             transaction_id,
-        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, json).await,
+        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, out).await,
         DlqCommand::Delete {
             partition_id,
             transaction_id,
@@ -62,7 +64,7 @@ pub async fn dlq(client: &Client, cmd: DlqCommand, json: bool) -> Result<(), Fai
                 .delete_dead_letter(&partition_id, &transaction_id, group.as_deref())
                 .await?;
             succeeded(&v, "error", "nothing deleted")?;
-            show(&v, json, |v| {
+            show(&v, out, "", |v, _| {
                 crate::outln!(
                     "deleted {} dead letter(s) of {transaction_id}",
                     cell(&v["deleted"])

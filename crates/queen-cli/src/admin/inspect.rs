@@ -5,9 +5,9 @@ use serde_json::Value;
 
 use super::{by_ids, items, show, table, ById};
 use crate::cli::{MessagesCommand, MetricsArgs, TracesCommand};
-use crate::output::{cell, Failure, Table};
+use crate::output::{cell, Failure, Format, Table};
 
-pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Result<(), Failure> {
+pub async fn messages(client: &Client, cmd: MessagesCommand, out: Format) -> Result<(), Failure> {
     match cmd {
         MessagesCommand::List(a) => {
             let filter = MessageFilter {
@@ -21,7 +21,7 @@ pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Resu
                 ..Default::default()
             };
             let v = client.admin().messages(&filter).await?;
-            show(&v, json, |v| {
+            show(&v, out, "/messages", |v, wide| {
                 table(
                     items(v, "messages"),
                     &[
@@ -33,6 +33,7 @@ pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Resu
                         ("CREATED", "/createdAt"),
                     ],
                 )
+                .wide(wide)
                 .print_or("no message");
             })
         }
@@ -44,7 +45,7 @@ pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Resu
                 .admin()
                 .message(&partition_id, &transaction_id)
                 .await?;
-            show(&v, json, |m| {
+            show(&v, out, "", |m, _| {
                 crate::outln!(
                     "{} {}/{}  status {}  created {}",
                     cell(&m["transactionId"]),
@@ -59,15 +60,15 @@ pub async fn messages(client: &Client, cmd: MessagesCommand, json: bool) -> Resu
         MessagesCommand::Delete {
             partition_id,
             transaction_id,
-        } => by_ids(client, ById::Delete, &partition_id, &transaction_id, json).await,
+        } => by_ids(client, ById::Delete, &partition_id, &transaction_id, out).await,
         MessagesCommand::Retry {
             partition_id,
             transaction_id,
-        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, json).await,
+        } => by_ids(client, ById::Retry, &partition_id, &transaction_id, out).await,
     }
 }
 
-pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(), Failure> {
+pub async fn traces(client: &Client, cmd: TracesCommand, out: Format) -> Result<(), Failure> {
     let admin = client.admin();
     match cmd {
         TracesCommand::Show {
@@ -75,7 +76,7 @@ pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(
             transaction_id,
         } => {
             let v = admin.traces(&partition_id, &transaction_id).await?;
-            show(&v, json, |v| {
+            show(&v, out, "/traces", |v, wide| {
                 table(
                     items(v, "traces"),
                     &[
@@ -86,6 +87,7 @@ pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(
                         ("DATA", "/data"),
                     ],
                 )
+                .wide(wide)
                 .print_or("no trace");
             })
         }
@@ -95,7 +97,7 @@ pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(
             offset,
         } => {
             let v = admin.traces_by_name(&name, limit, offset).await?;
-            show(&v, json, |v| {
+            show(&v, out, "/traces", |v, wide| {
                 table(
                     items(v, "traces"),
                     &[
@@ -107,12 +109,13 @@ pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(
                         ("DATA", "/data"),
                     ],
                 )
+                .wide(wide)
                 .print_or("no trace");
             })
         }
         TracesCommand::Names { limit } => {
             let v = admin.trace_names(limit, 0).await?;
-            show(&v, json, |v| {
+            show(&v, out, "/trace_names", |v, wide| {
                 table(
                     items(v, "trace_names"),
                     &[
@@ -122,27 +125,28 @@ pub async fn traces(client: &Client, cmd: TracesCommand, json: bool) -> Result<(
                         ("LAST SEEN", "/last_seen"),
                     ],
                 )
+                .wide(wide)
                 .print_or("no trace name");
             })
         }
     }
 }
 
-pub async fn metrics(client: &Client, args: MetricsArgs, json: bool) -> Result<(), Failure> {
+pub async fn metrics(client: &Client, args: MetricsArgs, out: Format) -> Result<(), Failure> {
     if args.prometheus {
         crate::output::write_out(format_args!("{}", client.admin().prometheus().await?));
         return Ok(());
     }
     let v = client.admin().metrics().await?;
-    show(&v, json, |v| {
-        let mut t = Table::new(&["METRIC", "VALUE"]);
+    show(&v, out, "", |v, wide| {
+        let mut t = Table::new(&["METRIC", "VALUE"]).wide(wide);
         flatten("", v, &mut t);
         crate::outln!("{}", t.render());
     })
 }
 
 /// Rows `a.b.c  value` for every leaf of `v`.
-fn flatten(prefix: &str, v: &Value, t: &mut Table) {
+pub(crate) fn flatten(prefix: &str, v: &Value, t: &mut Table) {
     match v {
         Value::Object(map) => {
             for (k, child) in map {

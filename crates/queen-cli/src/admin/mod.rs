@@ -5,21 +5,24 @@ use queen_client::{Client, RetryPolicy, Seek};
 use serde_json::{json, Value};
 
 use crate::cli::{ConfigureArgs, GroupsCommand, MaintenanceArgs, OnOff, QueuesCommand};
-use crate::output::{self, cell, Failure, Table};
+use crate::output::{self, cell, Failure, Format, Table};
 
 mod dlq;
 mod inspect;
 
 pub use dlq::dlq;
+pub(crate) use inspect::flatten;
 pub use inspect::{messages, metrics, traces};
+
+pub(crate) use crate::output::show;
 /// The elements of the array at `key` of `v` (or of `v` itself with an empty key).
-fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
+pub(crate) fn items<'a>(v: &'a Value, key: &str) -> &'a [Value] {
     let arr = if key.is_empty() { v } else { &v[key] };
     arr.as_array().map_or(&[], Vec::as_slice)
 }
 
 /// A table with one row per element of `list`, a column per JSON pointer.
-fn table(list: &[Value], columns: &[(&'static str, &str)]) -> Table {
+pub(crate) fn table(list: &[Value], columns: &[(&'static str, &str)]) -> Table {
     let header: Vec<&'static str> = columns.iter().map(|(h, _)| *h).collect();
     let mut t = Table::new(&header);
     for item in list {
@@ -33,17 +36,22 @@ fn table(list: &[Value], columns: &[(&'static str, &str)]) -> Table {
     t
 }
 
-/// Prints `v` as JSON, or `human(v)` otherwise.
-fn show(v: &Value, json: bool, human: impl FnOnce(&Value)) -> Result<(), Failure> {
-    if json {
-        output::json(v)
+/// [`table`] with the `extra` columns too when `wide`, and nothing cut then.
+pub(crate) fn table_wide(
+    list: &[Value],
+    columns: &[(&'static str, &str)],
+    extra: &[(&'static str, &str)],
+    wide: bool,
+) -> Table {
+    if wide {
+        let all: Vec<(&'static str, &str)> = columns.iter().chain(extra).copied().collect();
+        table(list, &all).wide(true)
     } else {
-        human(v);
-        Ok(())
+        table(list, columns)
     }
 }
 
-pub async fn status(client: &Client, json: bool) -> Result<(), Failure> {
+pub async fn status(client: &Client, out: Format) -> Result<(), Failure> {
     let mut brokers = Vec::new();
     for url in client.urls() {
         // each URL on its own, so one dead replica shows as such
@@ -76,7 +84,7 @@ pub async fn status(client: &Client, json: bool) -> Result<(), Failure> {
         (Value::Null, Value::Null)
     };
     let all = json!({"brokers": brokers, "overview": overview, "maintenance": maintenance});
-    show(&all, json, |v| {
+    show(&all, out, "/brokers", |v, wide| {
         let t = table(
             items(v, "brokers"),
             &[
@@ -86,7 +94,8 @@ pub async fn status(client: &Client, json: bool) -> Result<(), Failure> {
                 ("VERSION", "/version"),
                 ("ERROR", "/error"),
             ],
-        );
+        )
+        .wide(wide);
         crate::outln!("{}", t.render());
         let o = &v["overview"];
         if !o.is_null() {
@@ -115,21 +124,21 @@ pub async fn status(client: &Client, json: bool) -> Result<(), Failure> {
     if healthy {
         Ok(())
     } else {
-        Err(Failure::Error("no broker is healthy".into()))
+        Err(Failure::Unreachable("no broker is healthy".into()))
     }
 }
 
 pub async fn queues(
     client: &Client,
     cmd: Option<QueuesCommand>,
-    json: bool,
+    out: Format,
 ) -> Result<(), Failure> {
     match cmd.unwrap_or(QueuesCommand::List) {
         QueuesCommand::List => {
             let v = client.admin().queues().await?;
             let list = Value::Array(items(&v, "queues").to_vec());
-            show(&list, json, |l| {
-                table(
+            show(&list, out, "", |l, wide| {
+                table_wide(
                     items(l, ""),
                     &[
                         ("QUEUE", "/name"),
@@ -140,13 +149,15 @@ pub async fn queues(
                         ("PENDING", "/messages/pending"),
                         ("PROCESSING", "/messages/processing"),
                     ],
+                    &[("CREATED", "/createdAt"), ("ID", "/id")],
+                    wide,
                 )
                 .print_or("no queue");
             })
         }
         QueuesCommand::Describe { queue } => {
             let v = client.admin().queue(&queue).await?;
-            show(&v, json, |q| {
+            show(&v, out, "/partitions", |q, wide| {
                 crate::outln!(
                     "queue {}  namespace {}  task {}  created {}",
                     cell(&q["name"]),
@@ -165,11 +176,12 @@ pub async fn queues(
                         ("DEAD LETTER", "/stats/deadLetter"),
                         ("NEWEST", "/newestMessage"),
                     ],
-                );
+                )
+                .wide(wide);
                 t.print_or("no partition");
             })
         }
-        QueuesCommand::Configure(args) => configure(client, args, json).await,
+        QueuesCommand::Configure(args) => configure(client, args, out).await,
         QueuesCommand::Delete { queue, yes } => {
             if !yes {
                 return Err(Failure::Usage(format!(
@@ -178,7 +190,7 @@ pub async fn queues(
             }
             let r = client.queue(queue.as_str()).delete().await?;
             let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-            show(&v, json, |_| {
+            show(&v, out, "", |_, _| {
                 if r.existed {
                     crate::outln!("deleted queue {}", r.queue);
                 } else {
@@ -189,7 +201,7 @@ pub async fn queues(
     }
 }
 
-async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(), Failure> {
+async fn configure(client: &Client, args: ConfigureArgs, out: Format) -> Result<(), Failure> {
     let mut options = match &args.options {
         Some(text) => match serde_json::from_str::<Value>(text) {
             Ok(v @ Value::Object(_)) => v,
@@ -211,6 +223,9 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
             args.completed_retention_seconds,
         ),
         ("maxWaitTimeSeconds", args.max_wait_time_seconds),
+        ("maxSize", args.max_size),
+        ("retryDelay", args.retry_delay),
+        ("retryDelayMax", args.retry_delay_max),
     ];
     for (key, value) in numbers {
         if let Some(n) = value {
@@ -226,6 +241,17 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
     if args.dead_letter_queue {
         options["deadLetterQueue"] = json!(true);
     }
+    if args.dlq_after_max_retries {
+        options["dlqAfterMaxRetries"] = json!(true);
+    }
+    if let Some(f) = args.retry_backoff {
+        if !f.is_finite() || f < 1.0 {
+            return Err(Failure::Usage(
+                "--retry-backoff must be a number of at least 1".into(),
+            ));
+        }
+        options["retryBackoff"] = json!(f);
+    }
     let mut queue = client.queue(args.queue.as_str());
     if let Some(ns) = &args.namespace {
         queue = queue.namespace(ns.as_str());
@@ -235,9 +261,9 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
     }
     let r = queue.configure_json(&options).await?;
     let v = serde_json::to_value(&r).unwrap_or(Value::Null);
-    show(&v, json, |_| {
+    show(&v, out, "", |_, wide| {
         crate::outln!("configured queue {}", r.queue);
-        let mut t = Table::new(&["OPTION", "VALUE"]);
+        let mut t = Table::new(&["OPTION", "VALUE"]).wide(wide);
         if let Some(map) = r.options.as_object() {
             for (k, val) in map {
                 t.row(vec![k.clone(), cell(val)]);
@@ -247,12 +273,12 @@ async fn configure(client: &Client, args: ConfigureArgs, json: bool) -> Result<(
     })
 }
 
-pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(), Failure> {
+pub async fn groups(client: &Client, cmd: GroupsCommand, out: Format) -> Result<(), Failure> {
     let admin = client.admin();
     match cmd {
         GroupsCommand::List => {
             let v = admin.consumer_groups().await?;
-            show(&v, json, |v| {
+            show(&v, out, "", |v, wide| {
                 table(
                     items(v, ""),
                     &[
@@ -264,12 +290,13 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
                         ("SUBSCRIPTION", "/subscriptionMode"),
                     ],
                 )
+                .wide(wide)
                 .print_or("no consumer group");
             })
         }
         GroupsCommand::Lag { min_lag } => {
             let v = admin.lagging(min_lag).await?;
-            show(&v, json, |v| {
+            show(&v, out, "", |v, wide| {
                 table(
                     items(v, ""),
                     &[
@@ -281,12 +308,13 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
                         ("OLDEST UNCONSUMED", "/oldest_unconsumed_at"),
                     ],
                 )
+                .wide(wide)
                 .print_or("no lagging partition");
             })
         }
         GroupsCommand::Show { group } => {
             let v = admin.consumer_group(&group).await?;
-            show(&v, json, |v| {
+            show(&v, out, "", |v, wide| {
                 let mut t = Table::new(&[
                     "QUEUE",
                     "PARTITION",
@@ -295,7 +323,8 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
                     "TIME LAG S",
                     "LEASED",
                     "LAST CONSUMED",
-                ]);
+                ])
+                .wide(wide);
                 for (queue, detail) in v.as_object().into_iter().flatten() {
                     for p in items(detail, "partitions") {
                         t.row(vec![
@@ -319,7 +348,7 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
                 (None, None) => admin.seek(&a.group, &a.queue, &Seek::ToEnd).await?,
             };
             succeeded(&v, "error", "seek refused")?;
-            show(&v, json, |v| {
+            show(&v, out, "", |v, _| {
                 let moved = v
                     .get("partitionsUpdated")
                     .or_else(|| v.get("updated"))
@@ -340,7 +369,7 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
             let v = admin
                 .delete_consumer_group(&group, queue.as_deref(), !keep_metadata)
                 .await?;
-            show(&v, json, |v| {
+            show(&v, out, "", |v, _| {
                 crate::outln!(
                     "deleted group {group}: {} partition cursors",
                     cell(&v["deletedPartitions"])
@@ -353,7 +382,7 @@ pub async fn groups(client: &Client, cmd: GroupsCommand, json: bool) -> Result<(
 pub async fn maintenance(
     client: &Client,
     args: MaintenanceArgs,
-    json: bool,
+    out: Format,
 ) -> Result<(), Failure> {
     let admin = client.admin();
     if let Some(state) = args.state {
@@ -366,7 +395,7 @@ pub async fn maintenance(
     }
     let m = admin.maintenance().await?;
     let v = serde_json::to_value(&m).unwrap_or(Value::Null);
-    show(&v, json, |_| {
+    show(&v, out, "", |_, _| {
         let onoff = |b: bool| if b { "on" } else { "off" };
         crate::outln!(
             "push maintenance {} (pushes are {}), pop maintenance {} (pops {}); spooled messages {}",
@@ -400,7 +429,7 @@ async fn by_ids(
     op: ById,
     partition_id: &str,
     transaction_id: &str,
-    json: bool,
+    out: Format,
 ) -> Result<(), Failure> {
     let admin = client.admin();
     let v = match op {
@@ -415,7 +444,7 @@ async fn by_ids(
             v
         }
     };
-    show(&v, json, |v| match op {
+    show(&v, out, "", |v, _| match op {
         ById::Retry => crate::outln!(
             "moved {transaction_id} back into its partition ({})",
             cell(&v["result"])

@@ -22,7 +22,7 @@ async fn status_reports_every_url() {
     );
     let run = queen_at(&dead, &["status"], None, &[]).await;
     assert!(run.stdout.contains("unreachable"), "{run:?}");
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, UNREACHABLE);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -55,9 +55,9 @@ async fn queues_are_configured_described_listed_and_deleted() {
     assert_eq!(r["options"]["ttl"], 600);
     assert_eq!(r["options"]["deadLetterQueue"], true);
     let run = queen(&b, &["queues", "configure", &q, "--options", "[1]"]).await;
-    assert!(run.fails(2).contains("JSON object"));
+    assert!(run.fails(USER).contains("JSON object"));
     let run = queen(&b, &["queues", "configure", &q, "--options", "{"]).await;
-    run.fails(2);
+    run.fails(USER);
     let text = queen(
         &b,
         &[
@@ -94,10 +94,10 @@ async fn queues_are_configured_described_listed_and_deleted() {
     let list = queen(&b, &["queues"]).await;
     assert!(list.ok().lines().any(|l| l.starts_with(&q)), "{list:?}");
     let run = queen(&b, &["queues", "describe", &unique("none")]).await;
-    assert!(run.fails(1).contains("404"), "{run:?}");
+    assert!(run.fails(USER).contains("404"), "{run:?}");
 
     let run = queen(&b, &["queues", "delete", &q]).await;
-    assert!(run.fails(2).contains("--yes"));
+    assert!(run.fails(USER).contains("--yes"));
     assert_eq!(stored(&b, &q).await, 1);
     let run = queen(&b, &["queues", "delete", &q, "--yes"]).await;
     assert_eq!(run.ok().trim(), format!("deleted queue {q}"));
@@ -169,7 +169,7 @@ async fn dead_letters_are_listed_retried_and_deleted() {
         .json();
     assert_eq!(page["total"], 0, "{page}");
     let run = queen(&b, &["dlq", "delete", p2, t2]).await;
-    assert!(run.fails(1).contains("404"), "{run:?}");
+    assert!(run.fails(USER).contains("404"), "{run:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,7 +209,7 @@ async fn groups_are_listed_lagged_shown_seeked_and_deleted() {
         .await
         .json();
     assert_eq!(r["success"], true, "{r}");
-    assert_eq!(queen(&b, &["pop", &q, "--group", "g"]).await.code, 3);
+    assert_eq!(queen(&b, &["pop", &q, "--group", "g"]).await.code, EMPTY);
     let run = queen(
         &b,
         &["groups", "seek", "g", &q, "--to", "2000-01-01T00:00:00Z"],
@@ -236,7 +236,7 @@ async fn groups_are_listed_lagged_shown_seeked_and_deleted() {
     .ok();
     assert_eq!(
         queen(&b, &["groups", "seek", "g", &q]).await.code,
-        2,
+        USER,
         "--to-end or --to is required"
     );
 
@@ -258,7 +258,7 @@ async fn maintenance_switches_on_and_off() {
     assert_eq!(m["popMaintenanceMode"], true, "{m}");
     let q = unique("maint");
     queen(&b, &["push", &q, "1"]).await.ok();
-    assert_eq!(queen(&b, &["pop", &q]).await.code, 3, "pops paused");
+    assert_eq!(queen(&b, &["pop", &q]).await.code, EMPTY, "pops paused");
     let text = queen(&b, &["maintenance", "off", "--pop"]).await;
     assert!(text.ok().contains("pop maintenance off"), "{text:?}");
     queen(&b, &["pop", &q]).await.ok();
@@ -270,7 +270,7 @@ async fn maintenance_switches_on_and_off() {
     assert_eq!(m["maintenanceMode"], false);
     // while on, pushes are spooled (this broker has the disk spool) and the CLI says so
     assert!(pushed.ok().starts_with("buffered:"), "{pushed:?}");
-    assert_eq!(queen(&b, &["maintenance", "sideways"]).await.code, 2);
+    assert_eq!(queen(&b, &["maintenance", "sideways"]).await.code, USER);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -322,12 +322,12 @@ async fn messages_traces_metrics_and_completion() {
 
     let run = queen(&b, &["messages", "retry", &p, "t-1"]).await;
     assert_ne!(run.code, 0, "not a dead letter: {run:?}");
-    run.fails(1);
+    run.fails(USER);
     let run = queen(&b, &["messages", "delete", &p, "t-1"]).await;
     assert!(run.ok().contains("deleted message t-1"));
     assert!(queen(&b, &["messages", "show", &p, "t-1"])
         .await
-        .fails(1)
+        .fails(USER)
         .contains("404"));
 
     let m = queen(&b, &["metrics", "--json"]).await.json();

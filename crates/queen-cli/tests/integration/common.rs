@@ -6,6 +6,15 @@ use queen_testkit::TestBroker;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt as _;
 
+/// Exit status of a user error: bad usage or input, a 4xx.
+pub const USER: i32 = 1;
+/// Exit status when no broker answers, or one answers 5xx.
+pub const UNREACHABLE: i32 = 2;
+/// Exit status of a refused token (401, 403).
+pub const AUTH: i32 = 3;
+/// Exit status of a pop or look-up that found nothing.
+pub const EMPTY: i32 = 4;
+
 /// What one run of `queen` did.
 #[derive(Debug)]
 pub struct Run {
@@ -48,9 +57,21 @@ pub async fn queen(b: &TestBroker, args: &[&str]) -> Run {
 
 /// Runs `queen --url <url> args…` with `stdin` and extra environment.
 pub async fn queen_at(url: &str, args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
+    let mut all = vec!["--url", url];
+    all.extend_from_slice(args);
+    queen_raw(&all, stdin, env).await
+}
+
+/// Runs `queen args…` (no `--url`) with `stdin` and extra environment.
+pub async fn queen_raw(args: &[&str], stdin: Option<&[u8]>, env: &[(&str, &str)]) -> Run {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_queen"));
-    cmd.arg("--url").arg(url).args(args);
-    cmd.env_remove("QUEEN_URL").env_remove("QUEEN_TOKEN");
+    cmd.args(args);
+    // no setting of the machine leaks in: no context file unless a test names one
+    cmd.env_remove("QUEEN_URL")
+        .env_remove("QUEEN_TOKEN")
+        .env_remove("QUEEN_CONTEXT")
+        .env_remove("QUEEN_QUEUE")
+        .env("QUEEN_CONFIG", "/nonexistent/queen-cli-tests/config.yaml");
     for (k, v) in env {
         cmd.env(k, v);
     }

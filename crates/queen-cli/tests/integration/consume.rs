@@ -30,7 +30,7 @@ async fn pop_without_ack_leaves_the_lease_and_ack_by_ids_releases_it() {
         .json();
     assert_eq!(popped.as_array().unwrap().len(), 2);
     // still leased: nothing to pop, and the queue counts them as processing
-    assert_eq!(queen(&b, &["pop", &q]).await.code, 3);
+    assert_eq!(queen(&b, &["pop", &q]).await.code, EMPTY);
     let detail = b.get(&format!("/api/v1/resources/queues/{q}")).await.1;
     assert_eq!(detail["totals"]["processing"], 2, "{detail}");
 
@@ -56,7 +56,7 @@ async fn pop_without_ack_leaves_the_lease_and_ack_by_ids_releases_it() {
     .await;
     assert!(run.ok().starts_with("acknowledged"), "{run:?}");
     let run = queen(&b, &["ack", p, "no-such-transaction"]).await;
-    assert!(run.fails(1).contains("refused the ack"), "{run:?}");
+    assert!(run.fails(USER).contains("refused the ack"), "{run:?}");
     let detail = b.get(&format!("/api/v1/resources/queues/{q}")).await.1;
     assert_eq!(detail["totals"]["completed"], 2, "{detail}");
 }
@@ -68,7 +68,7 @@ async fn pop_with_auto_ack_commits_on_delivery_and_waits_when_asked() {
     push_n(&b, &q, 1).await;
     let popped = queen(&b, &["pop", &q, "--auto-ack", "--json"]).await.json();
     assert_eq!(popped[0]["leaseId"], "");
-    assert_eq!(queen(&b, &["pop", &q]).await.code, 3);
+    assert_eq!(queen(&b, &["pop", &q]).await.code, EMPTY);
     // a waiting pop returns the message pushed while it waits
     let url = b.url("");
     let q2 = q.clone();
@@ -80,11 +80,11 @@ async fn pop_with_auto_ack_commits_on_delivery_and_waits_when_asked() {
     let got = waiter.await.unwrap().json();
     assert_eq!(got[0]["data"], 0);
     let human = queen(&b, &["pop", &q, "--wait", "0.2"]).await;
-    assert_eq!(human.code, 3);
+    assert_eq!(human.code, EMPTY);
     assert_eq!(human.stderr.trim(), "queen: no message");
     assert!(queen(&b, &["pop", &q, "--wait=700"])
         .await
-        .fails(2)
+        .fails(USER)
         .contains("--wait"));
 }
 

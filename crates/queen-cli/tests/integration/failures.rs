@@ -9,19 +9,19 @@ use serde_json::json;
 use crate::common::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_url_is_one_line_and_status_1() {
+async fn a_wrong_url_is_one_line_and_status_2() {
     let dead = format!("http://127.0.0.1:{}", queen_testkit::free_port().unwrap());
     let run = queen_at(&dead, &["push", "q", "1"], None, &[]).await;
-    let err = run.fails(1);
+    let err = run.fails(UNREACHABLE);
     assert!(
         err.starts_with("queen: error: cannot connect to http://127.0.0.1:"),
         "{err}"
     );
     assert!(err.to_lowercase().contains("refused"), "{err}");
     let run = queen_at(&dead, &["pop", "q"], None, &[]).await;
-    run.fails(1);
+    run.fails(UNREACHABLE);
     let run = queen_at("not a url", &["queues"], None, &[]).await;
-    assert!(run.fails(2).contains("not a url"), "{run:?}");
+    assert!(run.fails(USER).contains("not a url"), "{run:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -45,9 +45,9 @@ async fn several_urls_and_the_environment_variables() {
     assert_eq!(stored(&b, &q).await, 6);
 }
 
-const SECRET: &str = "cli-test-secret";
+pub const SECRET: &str = "cli-test-secret";
 
-fn token(role: &str) -> String {
+pub fn token(role: &str) -> String {
     let exp = chrono::Utc::now().timestamp() + 600;
     encode(
         &Header::new(Algorithm::HS256),
@@ -64,7 +64,7 @@ async fn with_jwt_on_a_token_is_needed_and_sent() {
         .unwrap();
     let q = unique("jwt");
     let run = queen(&b, &["push", &q, "1"]).await;
-    let err = run.fails(1);
+    let err = run.fails(AUTH);
     assert!(err.contains("401") && err.contains("--token"), "{err}");
     let writer = token("read-write");
     queen(&b, &["--token", &writer, "push", &q, "1"]).await.ok();
@@ -79,9 +79,9 @@ async fn with_jwt_on_a_token_is_needed_and_sent() {
     .json();
     assert_eq!(popped[0]["producerSub"], "cli");
     let run = queen(&b, &["--token", &writer, "queues", "delete", &q, "--yes"]).await;
-    assert!(run.fails(1).contains("403"), "{run:?}");
+    assert!(run.fails(AUTH).contains("403"), "{run:?}");
     let run = queen(&b, &["--token", "garbage", "queues"]).await;
-    run.fails(1);
+    run.fails(AUTH);
     queen(
         &b,
         &["--token", &token("admin"), "queues", "delete", &q, "--yes"],
@@ -127,9 +127,12 @@ async fn with_postgresql_down_pushes_are_buffered_and_say_so() {
     assert!(text.ok().contains("1 messages are buffered"), "{text:?}");
     // a pop reports the outage in one line instead of "empty"
     let run = queen(&b, &["pop", &q]).await;
-    assert!(run.fails(1).contains("storage unavailable"), "{run:?}");
+    assert!(
+        run.fails(UNREACHABLE).contains("storage unavailable"),
+        "{run:?}"
+    );
     let run = queen(&b, &["status"]).await;
-    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.code, UNREACHABLE, "{run:?}");
     assert!(run.stdout.contains("unhealthy"), "{run:?}");
 
     proxy.restore();
@@ -166,7 +169,7 @@ async fn with_postgresql_down_pushes_are_buffered_and_say_so() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bad_usage_is_status_2() {
+async fn bad_usage_is_status_1() {
     let (_db, b) = fresh_broker(&[]).await.unwrap();
     for args in [
         &["push"][..],
@@ -180,7 +183,7 @@ async fn bad_usage_is_status_2() {
         &["completion", "tcsh"],
     ] {
         let run = queen(&b, args).await;
-        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert_eq!(run.code, USER, "{args:?}: {run:?}");
         assert!(!run.stderr.is_empty());
     }
     assert_eq!(queen(&b, &["--help"]).await.code, 0);

@@ -10,5 +10,9 @@
 mod admin;
 mod common;
 mod consume;
+mod contexts;
 mod failures;
+mod formats;
+mod manifests;
 mod push;
+mod stores;

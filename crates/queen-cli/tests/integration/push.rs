@@ -56,7 +56,7 @@ async fn the_forms_scripts_use() {
     assert_eq!(popped[0]["partition"], "cust-42");
     // acked: nothing left, and an empty pop is status 3 with `[]`
     let empty = queen(&b, &["pop", &q, "--batch", "10", "--json"]).await;
-    assert_eq!(empty.code, 3, "{empty:?}");
+    assert_eq!(empty.code, EMPTY, "{empty:?}");
     assert_eq!(
         serde_json::from_str::<Value>(&empty.stdout).unwrap(),
         json!([])
@@ -162,28 +162,28 @@ async fn malformed_input_is_refused_whole_with_one_line() {
     let (_db, b) = fresh_broker(&[]).await.unwrap();
     let q = unique("bad");
     let run = queen(&b, &["push", &q, r#"{"id": "#]).await;
-    let err = run.fails(2);
+    let err = run.fails(USER);
     assert!(err.contains("not valid JSON"), "{err}");
     let run = queen(&b, &["push", &q, "1 2"]).await;
-    run.fails(2);
+    run.fails(USER);
 
     // the bad line is the 4th of 5: nothing of the first three is pushed
     let input = b"{\"ok\": 1}\n{\"ok\": 2}\n{\"ok\": 3}\n{\"broken\": \n{\"ok\": 5}\n";
     let run = queen_at(&b.url(""), &["push", &q], Some(input), &[]).await;
-    let err = run.fails(2);
+    let err = run.fails(USER);
     assert!(err.contains("line 4"), "{err}");
     assert!(err.contains("nothing was pushed"), "{err}");
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), b"1\n\xff\xfe\n").unwrap();
     let run = queen(&b, &["push", &q, "--file", file.path().to_str().unwrap()]).await;
-    assert!(run.fails(2).contains("line 2"), "{run:?}");
+    assert!(run.fails(USER).contains("line 2"), "{run:?}");
     let run = queen(&b, &["push", &q, "--file", "/no/such/file"]).await;
-    assert!(run.fails(2).contains("cannot read"), "{run:?}");
+    assert!(run.fails(USER).contains("cannot read"), "{run:?}");
     let run = queen_at(&b.url(""), &["push", &q], Some(b"\n \n"), &[]).await;
-    assert!(run.fails(2).contains("no message"), "{run:?}");
+    assert!(run.fails(USER).contains("no message"), "{run:?}");
     // a bad queue name is refused before anything is sent
     let run = queen(&b, &["push", "", "1"]).await;
-    run.fails(2);
+    run.fails(USER);
     assert_eq!(stored(&b, &q).await, 0);
     let (status, _) = b.get(&format!("/api/v1/resources/queues/{q}")).await;
     assert_eq!(status, 404, "the queue was not even created");
