@@ -112,6 +112,36 @@ pub struct WorkerSeries {
     pub totals: WorkerCounts,
 }
 
+/// One replica's health in one bucket, one flat row per (replica, bucket)
+/// as the reference's app reads its worker rows: event loop lag, CPU,
+/// memory, pool, with the bucket's message counts.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkerHealthPoint {
+    pub timestamp: String,
+    pub hostname: String,
+    pub worker_id: String,
+    /// Mean and worst lateness of the runtime's 100 ms probe timer, ms.
+    pub avg_event_loop_lag_ms: f64,
+    pub max_event_loop_lag_ms: f64,
+    /// Percent of one core, mean and worst of the bucket's intervals.
+    pub avg_cpu_percent: f64,
+    pub max_cpu_percent: f64,
+    pub max_rss_bytes: i64,
+    pub db_pool_size: i32,
+    /// Most connections in use by a request at a sample.
+    pub db_pool_active: i32,
+    /// Most connections open at a sample.
+    pub db_connections: i32,
+    pub db_pool_waiting: i32,
+    pub spool_pending: i64,
+    pub push_message_count: i64,
+    pub pop_message_count: i64,
+    pub ack_message_count: i64,
+    /// Health rows the replica wrote in the bucket.
+    pub samples: i64,
+}
+
 /// `GET /api/v1/analytics/worker-metrics`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -120,6 +150,8 @@ pub struct WorkerMetrics {
     pub interval: String,
     pub bucket_seconds: i32,
     pub workers: Vec<WorkerSeries>,
+    /// By replica, then time.
+    pub time_series: Vec<WorkerHealthPoint>,
 }
 
 /// One bucket: the replicas that had a pop parked on the queue.

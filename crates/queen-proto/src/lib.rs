@@ -21,6 +21,7 @@ pub mod push_binary;
 pub mod responses;
 pub mod spool;
 pub mod status;
+pub mod system;
 pub mod time;
 
 pub use names::{ConsumerGroup, NameError, PartitionName, QueueName, QUEUE_MODE};

@@ -330,6 +330,8 @@ pub struct StatusQueueInfo {
     pub priority: i32,
     pub created_at: String,
     pub config: StatusQueueConfig,
+    /// Every option of the queue, as `POST /api/v1/configure` echoes them.
+    pub options: crate::QueueOptions,
 }
 
 #[derive(Debug, Clone, Copy, Serialize)]
@@ -427,18 +429,21 @@ pub struct SystemPoint {
     pub db_pool: PoolCounts,
 }
 
-/// `GET /api/v1/analytics/system-metrics` (and `worker-metrics`).
+/// `GET /api/v1/analytics/system-metrics`: this replica now.
 #[derive(Debug, Clone, Serialize)]
 pub struct SystemMetrics {
     pub points: Vec<SystemPoint>,
+    pub process: crate::system::ProcessFigures,
+    pub spool: BufferStats,
 }
 
 /// `GET /api/v1/analytics/postgres-stats`.
-#[derive(Debug, Clone, Copy, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct PostgresStats {
     pub pool: PoolCounts,
     pub messages: MessageTotals,
     pub partitions: i64,
+    pub database: crate::system::DatabaseHealth,
 }
 
 /// The disk spool's numbers in the maintenance answers.

@@ -10,7 +10,7 @@ use super::crypto::open_or_stored;
 use super::{Broker, BrokerError};
 use crate::store::{
     Cursor, DeadLetter, DeadLetterFilter, MessageDetail, MessageFilter, MessageSummary, NewTrace,
-    PartitionStats, QueueRow, StoreError, Subscription, Trace, TraceName,
+    PartitionStats, QueueRow, QueueScope, StoreError, Subscription, Trace, TraceName,
 };
 
 /// A message with its payload decrypted.
@@ -172,14 +172,15 @@ impl Broker {
         self.store.partition_stats(queue).await
     }
 
-    /// Messages written per minute in a window (optionally of one queue).
+    /// Messages written per minute in a window (optionally of one queue,
+    /// a namespace, a task).
     pub async fn ingested_per_minute(
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-        queue: Option<&str>,
+        scope: QueueScope<'_>,
     ) -> Result<Vec<(DateTime<Utc>, i64)>, StoreError> {
-        self.store.ingested_per_minute(from, to, queue).await
+        self.store.ingested_per_minute(from, to, scope).await
     }
 
     /// Messages matching `filter`, newest first (no payloads).

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 use super::Broker;
 use crate::store::jobs::METRICS_LOCK_KEY;
 use crate::store::{
-    LagPoint, OpsPoint, ParkedPoint, QueuePolicy, RetentionRun, SeriesQuery, StoreError,
-    WorkerPoint,
+    HealthPoint, LagPoint, OpsPoint, ParkedPoint, QueuePolicy, RetentionRun, SeriesQuery,
+    StoreError, WorkerPoint,
 };
 
 /// Tries for the metrics lock of an on-demand sample (another replica may be
@@ -65,6 +65,16 @@ impl Broker {
 
     pub async fn worker_metrics(&self, q: &SeriesQuery) -> Result<Vec<WorkerPoint>, StoreError> {
         self.store.worker_metrics(q).await
+    }
+
+    /// Health per replica per bucket.
+    pub async fn worker_health(&self, q: &SeriesQuery) -> Result<Vec<HealthPoint>, StoreError> {
+        self.store.worker_health(q).await
+    }
+
+    /// PostgreSQL's own state for the System view.
+    pub async fn database_health(&self) -> Result<queen_proto::system::DatabaseHealth, StoreError> {
+        self.store.database_health().await
     }
 
     pub async fn parked_replicas(&self, q: &SeriesQuery) -> Result<Vec<ParkedPoint>, StoreError> {

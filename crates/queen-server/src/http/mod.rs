@@ -214,8 +214,13 @@ pub fn router(state: AppState) -> anyhow::Result<impl HttpService> {
             get(ephemeral::depth),
         )
         .route("/api/v1/kv", post(kv::kv))
+        .route("/api/v1/kv/namespaces", get(routes::browse::kv_namespaces))
+        .route("/api/v1/kv/keys", get(routes::browse::kv_keys))
         .route("/api/v1/locks", post(locks::locks))
-        .route("/api/v1/timers", post(timers::schedule))
+        .route(
+            "/api/v1/timers",
+            get(routes::browse::timer_queues).post(timers::schedule),
+        )
         .route("/api/v1/timers/{queue}", get(timers::list))
         .route(
             "/api/v1/timers/{queue}/{*key}",

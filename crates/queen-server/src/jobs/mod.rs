@@ -5,6 +5,8 @@
 //! - `housekeeping`: idle connections, unused long-poll notifiers (every replica);
 //! - `stats`: this replica's throughput row (every replica, not gated), and
 //!   the per-queue metrics history row (leader-gated, `METRICS_LOCK_KEY`);
+//! - `health`: this replica's health row, event loop lag, CPU, memory, pool,
+//!   spool (every replica);
 //! - `planner_stats`: analyzes hot tables that changed a lot (every replica,
 //!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
@@ -22,6 +24,7 @@
 mod db_watchdog;
 mod ephemeral;
 mod eviction;
+mod health;
 mod migrate;
 mod planner_stats;
 mod retention;
@@ -78,6 +81,7 @@ pub fn spawn_all(
         }
     }));
     set.spawn(stats::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(health::run(broker.clone(), store.clone(), cancel.clone()));
     set.spawn(planner_stats::run(store.clone(), cancel.clone()));
     set.spawn(retention::run(
         broker.clone(),

@@ -49,6 +49,9 @@ pub(super) async fn run(broker: Arc<Broker>, store: Arc<Store>, cancel: Cancella
                     .purge_replica_stats(lock, jobs.metrics_retention_days)
                     .await?;
                 store
+                    .purge_replica_health(lock, jobs.metrics_retention_days)
+                    .await?;
+                store
                     .purge_metrics_history(lock, jobs.metrics_retention_days)
                     .await?;
                 Ok(affected)

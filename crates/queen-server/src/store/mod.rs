@@ -17,6 +17,7 @@
 mod ack;
 pub mod admin;
 mod batcher;
+mod browse;
 mod bundle;
 mod connect;
 mod consume;
@@ -47,6 +48,7 @@ mod transaction;
 
 pub use ack::{AckItem, AckOutcome, AckStatus, Acked};
 pub use admin::*;
+pub use browse::{KvEntry, KvNamespace, TimerQueue};
 pub use bundle::BundleOutcome;
 pub use ephemeral::*;
 pub use error::{DbError, StoreError};

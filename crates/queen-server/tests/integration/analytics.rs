@@ -204,7 +204,16 @@ async fn worker_metrics_and_parked_replicas_come_from_the_stats_job() {
 
     let (status, wm) = b.get("/api/v1/analytics/worker-metrics?interval=1h").await;
     assert_eq!(status, StatusCode::OK, "{wm}");
-    assert_keys(&wm, &["timeRange", "interval", "bucketSeconds", "workers"]);
+    assert_keys(
+        &wm,
+        &[
+            "timeRange",
+            "interval",
+            "bucketSeconds",
+            "workers",
+            "timeSeries",
+        ],
+    );
     let workers = wm["workers"].as_array().unwrap();
     assert_eq!(workers.len(), 1, "{wm}");
     let w = &workers[0];

@@ -4,8 +4,8 @@
 //!
 //! Parameters: `from`, `to` (ISO-8601; default the last hour), `interval`
 //! (`minute` (default), `hour`, `day`, or a width such as `10s`, `5m`, `2h`,
-//! or plain seconds), `queue`, and for the per-replica series `workerId` /
-//! `hostname`. A window of more than [`MAX_BUCKETS`] buckets is refused.
+//! or plain seconds), `queue`, `namespace`, `task` (queue-ops, queue-lag),
+//! and for the per-replica series `workerId` / `hostname`. A window of more than [`MAX_BUCKETS`] buckets is refused.
 
 use std::collections::BTreeMap;
 
@@ -15,7 +15,7 @@ use chrono::{DateTime, Duration, Utc};
 use queen_proto::analytics::{
     LagPoint, OpsCounts, OpsPoint, ParkedPoint, QueueLag, QueueLagSeries, QueueOps, QueueOpsSeries,
     QueueParkedReplicas, QueueParkedSeries, Retention, RetentionPolicy, RetentionRun,
-    RetentionTotals, WorkerCounts, WorkerMetrics, WorkerPoint, WorkerSeries,
+    RetentionTotals, WorkerCounts, WorkerHealthPoint, WorkerMetrics, WorkerPoint, WorkerSeries,
 };
 use queen_proto::status::TimeRange;
 use queen_proto::time::format_millis;
@@ -97,6 +97,8 @@ fn window(q: &Params) -> Result<Window, ApiError> {
             to,
             bucket_secs: secs as i32,
             queue: query_str(q, "queue").map(str::to_owned),
+            namespace: query_str(q, "namespace").map(str::to_owned),
+            task: query_str(q, "task").map(str::to_owned),
             server_id,
         },
         interval,
@@ -198,6 +200,46 @@ pub async fn worker_metrics(
 ) -> Result<Json<WorkerMetrics>, ApiError> {
     let w = window(&q)?;
     let rows = app.broker.worker_metrics(&w.query).await?;
+    let health = app.broker.worker_health(&w.query).await?;
+    let counts: BTreeMap<(&str, DateTime<Utc>), WorkerCounts> = rows
+        .iter()
+        .map(|r| {
+            let c = WorkerCounts {
+                pushed: r.pushed,
+                popped: r.popped,
+                acked: r.acked,
+            };
+            ((r.server_id.as_str(), r.bucket), c)
+        })
+        .collect();
+    let time_series = health
+        .iter()
+        .map(|h| {
+            let c = counts
+                .get(&(h.server_id.as_str(), h.bucket))
+                .copied()
+                .unwrap_or_default();
+            WorkerHealthPoint {
+                timestamp: ts(h.bucket),
+                hostname: h.server_id.clone(),
+                worker_id: h.server_id.clone(),
+                avg_event_loop_lag_ms: h.loop_lag_avg_ms,
+                max_event_loop_lag_ms: h.loop_lag_max_ms,
+                avg_cpu_percent: h.cpu_avg_percent,
+                max_cpu_percent: h.cpu_max_percent,
+                max_rss_bytes: h.rss_max_bytes,
+                db_pool_size: h.pool_size,
+                db_pool_active: h.pool_active_max,
+                db_connections: h.pool_open_max,
+                db_pool_waiting: h.pool_waiting_max,
+                spool_pending: h.spool_pending_max,
+                push_message_count: c.pushed,
+                pop_message_count: c.popped,
+                ack_message_count: c.acked,
+                samples: h.samples,
+            }
+        })
+        .collect();
     let mut by_worker: BTreeMap<String, WorkerSeries> = BTreeMap::new();
     for r in rows {
         let series = by_worker
@@ -231,6 +273,7 @@ pub async fn worker_metrics(
         interval: w.interval,
         bucket_seconds: w.query.bucket_secs,
         workers: by_worker.into_values().collect(),
+        time_series,
     }))
 }
 

@@ -140,7 +140,7 @@ pub fn element(index: usize, op: &KvOp, r: &KvResult) -> Value {
     Value::Object(m)
 }
 
-fn is_namespace(ns: &str) -> bool {
+pub(super) fn is_namespace(ns: &str) -> bool {
     let b = ns.as_bytes();
     let ok = |c: u8, first: bool| {
         c.is_ascii_lowercase() || c.is_ascii_digit() || (!first && matches!(c, b'.' | b'_' | b'-'))

@@ -2,6 +2,7 @@
 
 pub mod ack;
 pub mod analytics;
+pub mod browse;
 pub mod cluster;
 pub mod consumer_groups;
 pub mod dlq;

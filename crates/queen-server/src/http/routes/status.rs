@@ -10,13 +10,16 @@ use queen_proto::status::{
     StatusQueueDetail, StatusQueueInfo, StatusQueueTotals, StatusQueues, SystemMetrics,
     SystemPoint, ThroughputPoint, TimeRange, WorkerRates,
 };
+use queen_proto::system::ProcessFigures;
 use queen_proto::time::format_millis;
 
 use super::resources::{by_queue, partition_counts, queue_summary, Totals};
 use crate::app::AppState;
+use crate::broker::process::{cpu_times, CpuMeter};
+use crate::broker::status_rss_bytes;
 use crate::http::body::{query_page, query_str, query_time, Query as Params};
 use crate::http::error::ApiError;
-use crate::store::{MessageFilter, PoolStatus};
+use crate::store::{MessageFilter, PoolStatus, QueueScope};
 
 fn window(q: &Params, default: Duration) -> Result<(DateTime<Utc>, DateTime<Utc>), ApiError> {
     let to = query_time(q, "to")?.unwrap_or_else(Utc::now);
@@ -25,6 +28,15 @@ fn window(q: &Params, default: Duration) -> Result<(DateTime<Utc>, DateTime<Utc>
         return Err(ApiError::bad_request("from must not be after to"));
     }
     Ok((from, to))
+}
+
+/// The `queue`, `namespace` and `task` filters of a query.
+fn scope(q: &Params) -> QueueScope<'_> {
+    QueueScope {
+        queue: query_str(q, "queue"),
+        namespace: query_str(q, "namespace"),
+        task: query_str(q, "task"),
+    }
 }
 
 fn worker_rates(app: &AppState) -> WorkerRates {
@@ -52,8 +64,12 @@ pub async fn overview(
 ) -> Result<Json<StatusOverview>, ApiError> {
     let (from, to) = window(&q, Duration::hours(1))?;
     let queue = query_str(&q, "queue");
-    let points = app.broker.ingested_per_minute(from, to, queue).await?;
-    let rows = app.broker.queue_stats(queue).await?;
+    let scope = scope(&q);
+    let points = app.broker.ingested_per_minute(from, to, scope).await?;
+    let mut rows = app.broker.queue_stats(queue).await?;
+    rows.retain(|r| {
+        scope.namespace.is_none_or(|n| r.namespace == n) && scope.task.is_none_or(|t| r.task == t)
+    });
     let totals = Totals::of(&rows);
     let throughput: Vec<ThroughputPoint> = points
         .iter()
@@ -177,6 +193,7 @@ pub async fn queue(
                 max_queue_size: o.max_size,
                 dead_letter_queue: o.dead_letter_queue,
             },
+            options: o.clone(),
         },
         partitions,
         totals: StatusQueueTotals {
@@ -229,10 +246,7 @@ pub async fn analytics(
             "interval must be minute, hour or day",
         ));
     }
-    let minutes = app
-        .broker
-        .ingested_per_minute(from, to, query_str(&q, "queue"))
-        .await?;
+    let minutes = app.broker.ingested_per_minute(from, to, scope(&q)).await?;
     let bucket = match interval {
         "minute" => Duration::minutes(1),
         "hour" => Duration::hours(1),
@@ -273,22 +287,43 @@ pub async fn buffers(State(app): State<AppState>) -> Json<Buffers> {
 }
 
 /// `/api/v1/analytics/*`: dashboard charts from this replica's live numbers.
+/// CPU use between reads of `system-metrics` (of any client).
+static SYSTEM_CPU: std::sync::LazyLock<CpuMeter> = std::sync::LazyLock::new(CpuMeter::new);
+
 pub async fn system_metrics(State(app): State<AppState>) -> Json<SystemMetrics> {
+    let uptime = app.broker.metrics_summary().uptime_secs;
+    let cpu = cpu_times();
     Json(SystemMetrics {
         points: vec![SystemPoint {
             timestamp: format_millis(Utc::now()),
             rates: worker_rates(&app),
             db_pool: pool_counts(app.broker.pool_status()),
         }],
+        process: ProcessFigures {
+            pid: std::process::id(),
+            uptime_seconds: uptime,
+            rss_bytes: status_rss_bytes(),
+            threads: cpu.threads,
+            cpu_user_seconds: cpu.user_seconds,
+            cpu_system_seconds: cpu.system_seconds,
+            cpu_percent: SYSTEM_CPU.percent(
+                cpu,
+                uptime as f64,
+                std::time::Duration::from_millis(500),
+            ),
+        },
+        spool: super::system::buffer_stats(&app.broker.spool_status()),
     })
 }
 
 pub async fn postgres_stats(State(app): State<AppState>) -> Result<Json<PostgresStats>, ApiError> {
     let rows = app.broker.queue_stats(None).await?;
     let totals = Totals::of(&rows);
+    let database = app.broker.database_health().await?;
     Ok(Json(PostgresStats {
         pool: pool_counts(app.broker.pool_status()),
         messages: totals.messages(),
         partitions: totals.partitions,
+        database,
     }))
 }

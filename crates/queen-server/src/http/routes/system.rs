@@ -8,6 +8,7 @@ use queen_proto::status::{BufferStats, PopMaintenance, PushMaintenance, StatsRef
 use serde_json::Value;
 
 use crate::app::AppState;
+use crate::broker::SpoolStatus;
 use crate::http::body::{parse_object, read_bytes};
 use crate::http::error::ApiError;
 
@@ -18,6 +19,22 @@ async fn enabled_from(app: &AppState, body: Body) -> Result<bool, ApiError> {
         .ok_or_else(|| ApiError::bad_request("enabled (boolean) is required"))
 }
 
+/// The disk spool's numbers (the maintenance answers, the System view).
+pub(super) fn buffer_stats(spool: &SpoolStatus) -> BufferStats {
+    let s = &spool.stats;
+    BufferStats {
+        pending: s.records,
+        failed: s.failed,
+        bytes: s.bytes,
+        max_bytes: s.max_bytes,
+        segments: s.segments,
+        drained: s.drained_total,
+        writable: s.healthy,
+        database_reachable: spool.database_reachable,
+        directory: spool.directory.display().to_string(),
+    }
+}
+
 fn push_state(app: &AppState, message: Option<&'static str>) -> PushMaintenance {
     let spool = app.broker.spool_status();
     let s = &spool.stats;
@@ -26,17 +43,7 @@ fn push_state(app: &AppState, message: Option<&'static str>) -> PushMaintenance 
         pop_maintenance_mode: app.broker.maintenance(MaintenanceKind::Pop),
         buffered_messages: s.records,
         buffer_healthy: spool.healthy,
-        buffer_stats: BufferStats {
-            pending: s.records,
-            failed: s.failed,
-            bytes: s.bytes,
-            max_bytes: s.max_bytes,
-            segments: s.segments,
-            drained: s.drained_total,
-            writable: s.healthy,
-            database_reachable: spool.database_reachable,
-            directory: spool.directory.display().to_string(),
-        },
+        buffer_stats: buffer_stats(&spool),
         message,
         effective: app.broker.maintenance_modes(),
     }

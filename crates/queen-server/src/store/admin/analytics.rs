@@ -17,6 +17,9 @@ pub struct SeriesQuery {
     /// Bucket width in seconds (at least 1).
     pub bucket_secs: i32,
     pub queue: Option<String>,
+    /// Queues of one namespace / one task (queue-ops, queue-lag).
+    pub namespace: Option<String>,
+    pub task: Option<String>,
     /// Replica filter (`workerId` / `hostname`) of the per-replica series.
     pub server_id: Option<String>,
 }
@@ -142,8 +145,11 @@ impl Store {
                             sum(acked)::bigint AS acked, sum(dead_lettered)::bigint AS dead
                      FROM queen.metrics_history
                      WHERE bucket >= $1 AND bucket <= $2 AND ($4::text IS NULL OR queue = $4)
+                       AND ($5::text IS NULL AND $6::text IS NULL OR queue IN
+                            (SELECT name FROM queen.queues
+                             WHERE ($5::text IS NULL OR namespace = $5) AND ($6::text IS NULL OR task = $6)))
                      GROUP BY 1, 2 ORDER BY 1, 2",
-                    &[&q.from, &q.to, &f64::from(q.bucket_secs), &q.queue],
+                    &[&q.from, &q.to, &f64::from(q.bucket_secs), &q.queue, &q.namespace, &q.task],
                 )
                 .await?;
             rows_into(&rows, |r| {
@@ -172,8 +178,11 @@ impl Store {
                             (array_agg(processing ORDER BY bucket DESC))[1] AS processing
                      FROM queen.metrics_history
                      WHERE bucket >= $1 AND bucket <= $2 AND ($4::text IS NULL OR queue = $4)
+                       AND ($5::text IS NULL AND $6::text IS NULL OR queue IN
+                            (SELECT name FROM queen.queues
+                             WHERE ($5::text IS NULL OR namespace = $5) AND ($6::text IS NULL OR task = $6)))
                      GROUP BY 1, 2 ORDER BY 1, 2",
-                    &[&q.from, &q.to, &f64::from(q.bucket_secs), &q.queue],
+                    &[&q.from, &q.to, &f64::from(q.bucket_secs), &q.queue, &q.namespace, &q.task],
                 )
                 .await?;
             rows_into(&rows, |r| {

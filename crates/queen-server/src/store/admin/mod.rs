@@ -5,7 +5,9 @@ mod analytics;
 mod dlq;
 mod dlq_delete;
 mod groups;
+mod health;
 mod messages;
+mod pg_health;
 mod stats;
 mod traces;
 
@@ -14,6 +16,7 @@ pub use analytics::{
 };
 pub use dlq::{DeadLetter, DeadLetterFilter};
 pub use groups::{Cursor, Subscription};
+pub use health::{HealthPoint, HealthSample};
 pub use messages::{GroupState, MessageDetail, MessageFilter, MessageSummary};
-pub use stats::PartitionStats;
+pub use stats::{PartitionStats, QueueScope};
 pub use traces::{NewTrace, Trace, TraceName};

@@ -63,6 +63,15 @@ impl PartitionStats {
     }
 }
 
+/// The queues a read covers: one by name, those of a namespace and/or a
+/// task, or (all `None`) every queue.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueScope<'a> {
+    pub queue: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub task: Option<&'a str>,
+}
+
 impl Store {
     /// Per-partition counts of every queue (or one); queues without partitions
     /// appear once with `partition_id: None`.
@@ -97,7 +106,7 @@ impl Store {
         &self,
         from: DateTime<Utc>,
         to: DateTime<Utc>,
-        queue: Option<&str>,
+        scope: QueueScope<'_>,
     ) -> Result<Vec<(DateTime<Utc>, i64)>, StoreError> {
         with_op!(self.db, DbOp::Stats, |client| {
             let rows = client
@@ -109,8 +118,10 @@ impl Store {
                          JOIN queen.queues q ON q.id = p.queue_id
                          WHERE s.created_at >= $1 AND s.created_at <= $2
                            AND ($3::text IS NULL OR q.name = $3)
+                           AND ($4::text IS NULL OR q.namespace = $4)
+                           AND ($5::text IS NULL OR q.task = $5)
                          GROUP BY 1 ORDER BY 1",
-                    &[&from, &to, &queue],
+                    &[&from, &to, &scope.queue, &scope.namespace, &scope.task],
                 )
                 .await?;
             rows_into(&rows, |r| Ok((col(r, "minute")?, col(r, "messages")?)))
