@@ -258,6 +258,8 @@ pub struct MessageQueueConfig {
     pub lease_time: i32,
     pub retry_limit: i32,
     pub retry_delay: i32,
+    pub retry_backoff: f64,
+    pub retry_delay_max: i32,
     pub ttl: i32,
     pub priority: i32,
 }

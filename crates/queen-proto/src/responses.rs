@@ -53,7 +53,8 @@ pub enum PushResult {
     },
 }
 
-/// A message as a pop delivers it: exactly the ten fields of the contract plus `queue`.
+/// A message as a pop delivers it: exactly the ten fields of the contract plus
+/// `queue` and `deliveryAttempt`.
 ///
 /// It borrows from the claimed messages, so an answer of a hundred messages
 /// is written without copying a string of it first. The ids serialize as
@@ -74,6 +75,9 @@ pub struct PoppedMessage<'a> {
     pub lease_id: &'a str,
     pub consumer_group: &'a str,
     pub queue: &'a str,
+    /// How many times the message has been handed to this consumer group,
+    /// this delivery included: 1 on the first.
+    pub delivery_attempt: i32,
 }
 
 /// The body of a pop that returns at least one message.
@@ -245,6 +249,9 @@ impl PoppedMessage<'_> {
         push_str(out, self.consumer_group);
         out.extend_from_slice(b",\"queue\":");
         push_str(out, self.queue);
+        out.extend_from_slice(b",\"deliveryAttempt\":");
+        serde_json::to_writer(&mut *out, &self.delivery_attempt)
+            .expect("a number serializes into a Vec");
         out.push(b'}');
     }
 }
@@ -354,6 +361,7 @@ mod tests {
         #[test]
         fn the_pop_writer_writes_what_serde_json_writes(
             ids in prop::collection::vec((uuid(), prop::option::of(uuid()), uuid()), 1..4),
+            attempt in any::<i32>(),
             strings in prop::collection::vec(text(), 10),
             sub in prop::option::of(text()),
             payload in prop_oneof![Just("null"), Just("{\"a\":[1,\"x\"]}"), Just("\"s\\u0000\"")],
@@ -377,6 +385,7 @@ mod tests {
                     lease_id: &strings[3],
                     consumer_group: &strings[4],
                     queue: &strings[5],
+                    delivery_attempt: attempt,
                 })
                 .collect();
             let answer = PopResponse {

@@ -315,6 +315,8 @@ pub struct StatusQueueConfig {
     pub lease_time: i32,
     pub retry_limit: i32,
     pub retry_delay: i32,
+    pub retry_backoff: f64,
+    pub retry_delay_max: i32,
     pub ttl: i32,
     pub max_queue_size: i32,
     pub dead_letter_queue: bool,

@@ -13,6 +13,16 @@
 -- A partition whose items are all `completed` acks of known messages under
 -- one lease (or none) takes a fast path: one cursor update to the highest
 -- valid offset, with the outcomes of applying them one by one.
+-- Every failed delivery that ends here (a `failed` or `retry` ack that
+-- releases the lease) counts one delivery attempt of the partition's head
+-- (attempts, attempt_end; see queen.claim_partition). A `failed` ack that
+-- ends the lease (retried, or dead-lettered as the lease's last message,
+-- also inside a transaction) with the queue's retryDelay set puts the
+-- partition on hold: no lease owner (lease_id NULL) and lease_expires_at =
+-- now() + queen.retry_wait of that attempt, which every pop honours as a
+-- not-before; the item's retry_after_ms says how long. A hold is no lease:
+-- acks naming a lease id are refused while it lasts, and an ack without one
+-- does not end it.
 -- Returns one row per item (idx = 1-based array position); `skipped` is the
 -- number of offsets the item's cursor move passed over that no item of the
 -- call named (what an ack of a conflating group's newest message retires
@@ -29,7 +39,8 @@ CREATE OR REPLACE FUNCTION queen.ack_batch(
     p_errors         text[],
     p_in_tx          boolean
 ) RETURNS TABLE (idx integer, success boolean, error text, queue_name text,
-                 partition_name text, lease_released boolean, dlq boolean, skipped bigint)
+                 partition_name text, lease_released boolean, dlq boolean, skipped bigint,
+                 retry_after_ms bigint)
 LANGUAGE plpgsql
 -- the statements inside get one generic plan each, made once per connection:
 -- re-planning them on every call was a quarter of the call's CPU (issue 19,
@@ -50,6 +61,8 @@ DECLARE
     v_top_i    integer;
     v_rel      boolean;
     v_offs     bigint[];
+    v_att      integer;
+    v_wait     double precision;
 BEGIN
     -- Where each acked message sits. An ack of many messages (32 or more on
     -- one partition) normally lists the group's current leased span, in
@@ -140,7 +153,8 @@ BEGIN
             v_top_i := g.idxs[array_position(g.offs, v_top)];
             v_rel := false;
             IF v_top IS NOT NULL THEN
-                v_rel := c.lease_expires_at IS NOT NULL AND v_top >= coalesce(c.lease_end_offset, 0);
+                v_rel := c.lease_id IS NOT NULL AND c.lease_expires_at IS NOT NULL
+                         AND v_top >= coalesce(c.lease_end_offset, 0);
                 UPDATE queen.log_consumers
                 SET committed_offset = v_top,
                     lease_expires_at = CASE WHEN v_rel THEN NULL ELSE lease_expires_at END,
@@ -159,14 +173,16 @@ BEGIN
                             THEN v_top - c.committed_offset
                                  - (SELECT count(DISTINCT x) FROM unnest(g.offs) AS x
                                     WHERE x > c.committed_offset AND x <= v_top)
-                            ELSE 0 END
+                            ELSE 0 END,
+                       NULL::bigint
                 FROM unnest(g.idxs, g.offs) AS u(i, o);
         END LOOP;
     END IF;
 
     FOR it IN
         SELECT a.i::integer AS i, a.pid, a.txn, a.lid, lower(coalesce(a.st, 'completed')) AS st, a.err,
-               a.off, q.name AS qname, pt.name AS pname, q.retry_limit
+               a.off, q.name AS qname, pt.name AS pname, q.retry_limit, q.retry_delay,
+               q.retry_backoff, q.retry_delay_max
         FROM unnest(p_partition_ids, p_txn_ids, p_lease_ids, p_statuses, p_errors, v_offs)
              WITH ORDINALITY AS a(pid, txn, lid, st, err, off, i)
         LEFT JOIN queen.partitions pt ON pt.id = a.pid
@@ -176,6 +192,7 @@ BEGIN
     LOOP
         idx := it.i; queue_name := it.qname; partition_name := it.pname;
         success := false; error := NULL; lease_released := false; dlq := false; skipped := 0;
+        retry_after_ms := NULL;
         v_status := CASE it.st WHEN 'success' THEN 'completed' ELSE it.st END;
 
         IF it.off IS NULL THEN
@@ -227,14 +244,26 @@ BEGIN
             v_status := 'dlq';
         END IF;
 
+        -- the delivery attempt this ack ends, counted from the head
+        v_att := CASE WHEN c.attempt_end > c.committed_offset THEN c.attempts ELSE 0 END + 1;
+
         IF v_status = 'failed' OR v_status = 'retry' THEN
             -- only the first failure of a batch counts; later ones find the lease gone
             IF NOT (it.pid = ANY (v_released)) THEN
+                v_wait := CASE WHEN v_status = 'failed'
+                               THEN queen.retry_wait(it.retry_delay, it.retry_backoff, it.retry_delay_max, v_att)
+                               ELSE 0 END;
                 UPDATE queen.log_consumers
-                SET lease_expires_at = NULL,
+                SET lease_expires_at = CASE WHEN v_wait > 0
+                                            THEN now() + make_interval(secs => v_wait / 1000.0) END,
+                    lease_id = CASE WHEN v_wait > 0 THEN NULL ELSE lease_id END,
+                    lease_end_offset = CASE WHEN v_wait > 0 THEN committed_offset ELSE lease_end_offset END,
+                    attempts = v_att,
+                    attempt_end = greatest(attempt_end, coalesce(lease_end_offset, 0), it.off),
                     retry_count = retry_count + CASE WHEN v_status = 'failed' THEN 1 ELSE 0 END
                 WHERE partition_id = it.pid AND consumer_group = p_group;
-                lease_released := c.lease_expires_at IS NOT NULL;
+                lease_released := c.lease_id IS NOT NULL AND c.lease_expires_at IS NOT NULL;
+                retry_after_ms := CASE WHEN v_wait > 0 THEN ceil(v_wait)::bigint END;
                 v_released := v_released || it.pid;
             END IF;
             RETURN NEXT; CONTINUE;
@@ -248,10 +277,23 @@ BEGIN
 
         -- completed or dead-lettered: the cursor moves to this message
         skipped := it.off - c.committed_offset - 1;
-        lease_released := c.lease_expires_at IS NOT NULL AND it.off >= coalesce(c.lease_end_offset, 0);
+        lease_released := c.lease_id IS NOT NULL AND c.lease_expires_at IS NOT NULL
+                          AND it.off >= coalesce(c.lease_end_offset, 0);
+        -- a failed ack dead-lettering the lease's last message ends a failed
+        -- delivery: the partition rests as after a retried one
+        v_wait := CASE WHEN it.st = 'failed' AND lease_released
+                       THEN queen.retry_wait(it.retry_delay, it.retry_backoff, it.retry_delay_max, v_att)
+                       ELSE 0 END;
+        retry_after_ms := CASE WHEN v_wait > 0 THEN ceil(v_wait)::bigint END;
         UPDATE queen.log_consumers
         SET committed_offset = it.off,
-            lease_expires_at = CASE WHEN lease_released THEN NULL ELSE lease_expires_at END,
+            lease_expires_at = CASE WHEN v_wait > 0 THEN now() + make_interval(secs => v_wait / 1000.0)
+                                    WHEN lease_released THEN NULL ELSE lease_expires_at END,
+            lease_id = CASE WHEN v_wait > 0 THEN NULL ELSE lease_id END,
+            lease_end_offset = CASE WHEN v_wait > 0 THEN it.off ELSE lease_end_offset END,
+            attempts = CASE WHEN it.st = 'failed' AND lease_released THEN v_att ELSE attempts END,
+            attempt_end = CASE WHEN it.st = 'failed' AND lease_released
+                               THEN greatest(attempt_end, coalesce(lease_end_offset, 0)) ELSE attempt_end END,
             retry_count = CASE WHEN lease_released OR dlq THEN 0 ELSE retry_count END,
             total_consumed = total_consumed + (it.off - c.committed_offset),
             batches_consumed = batches_consumed + CASE WHEN lease_released THEN 1 ELSE 0 END,

@@ -28,6 +28,16 @@
 -- backwards). They go to the group's dead-letter queue with an error saying
 -- they expired when p_expire_dlq, else they are counted in the cursor row's
 -- total_expired; the cursor moves past them and what follows is delivered.
+-- Retry holds (the queue's retryDelay, p_retry_delay_ms > 0): a cursor row
+-- with no lease owner (lease_id NULL) and lease_expires_at in the future is
+-- a partition resting after a failed delivery, skipped like a live lease.
+-- An expired lease (an owner and lease_expires_at past) counts one failed
+-- delivery attempt of the partition's head (attempts, attempt_end), and
+-- with a retry delay becomes such a hold, from the expiry plus
+-- queen.retry_wait of that attempt: while it lasts the call returns one
+-- marker row (msg_offset NULL, retry_after_ms the milliseconds left) and
+-- claims nothing. Every message row carries its delivery attempt: attempts
+-- + 1 up to attempt_end, else 1.
 -- Called by: `Store::claim` for pops of one partition, and queen.pop_queue
 -- for every candidate of a wildcard pop.
 
@@ -49,9 +59,13 @@ CREATE OR REPLACE FUNCTION queen.claim_partition(
     p_holder         text,
     p_conflate       boolean DEFAULT false,
     p_ttl_seconds    integer DEFAULT 0,
-    p_expire_dlq     boolean DEFAULT false
+    p_expire_dlq     boolean DEFAULT false,
+    p_retry_delay_ms integer DEFAULT 0,
+    p_retry_backoff  double precision DEFAULT 1,
+    p_retry_max_ms   integer DEFAULT 0
 ) RETURNS TABLE (msg_offset bigint, message_id uuid, transaction_id text, trace_id uuid,
-                 payload text, producer_sub text, created_at timestamptz, lease_id uuid)
+                 payload text, producer_sub text, created_at timestamptz, lease_id uuid,
+                 attempt integer, retry_after_ms bigint)
 LANGUAGE plpgsql
 -- the statements inside get one generic plan each, made once per connection:
 -- re-planning them on every call was a quarter of the call's CPU (issue 19,
@@ -75,6 +89,7 @@ DECLARE
     v_last    bigint;
     v_count   integer;
     v_lease   uuid;
+    v_until   timestamptz; -- end of the hold an expired lease becomes
     s         record;
 BEGIN
     -- a row under a live lease is not locked: locking writes the tuple
@@ -108,6 +123,28 @@ BEGIN
           AND (lc.lease_expires_at IS NULL OR lc.lease_expires_at <= now())
         FOR UPDATE SKIP LOCKED;
         IF NOT FOUND THEN
+            RETURN;
+        END IF;
+    END IF;
+
+    IF c.lease_id IS NOT NULL AND c.lease_expires_at IS NOT NULL
+       AND c.lease_end_offset > c.committed_offset THEN
+        -- an expired lease: one failed delivery of the head; with a retry
+        -- delay the partition rests from the expiry on
+        c.attempts := CASE WHEN c.attempt_end > c.committed_offset THEN c.attempts ELSE 0 END + 1;
+        c.attempt_end := greatest(c.attempt_end, c.lease_end_offset);
+        v_until := c.lease_expires_at + make_interval(secs => queen.retry_wait(
+                       p_retry_delay_ms, p_retry_backoff, p_retry_max_ms, c.attempts) / 1000.0);
+        UPDATE queen.log_consumers
+        SET attempts = c.attempts, attempt_end = c.attempt_end, lease_id = NULL,
+            lease_end_offset = committed_offset,
+            lease_expires_at = CASE WHEN v_until > now() THEN v_until END
+        WHERE partition_id = p_partition_id AND consumer_group = p_group;
+        c.lease_expires_at := NULL;
+        IF v_until > now() THEN
+            RETURN QUERY SELECT NULL::bigint, NULL::uuid, NULL::text, NULL::uuid, NULL::text, NULL::text,
+                                NULL::timestamptz, NULL::uuid, NULL::integer,
+                                ceil(extract(epoch FROM v_until - now()) * 1000)::bigint;
             RETURN;
         END IF;
     END IF;
@@ -223,7 +260,10 @@ BEGIN
     v_lease := CASE WHEN p_lease_shared THEN p_lease_id ELSE queen.lease_mint(c.cursor_key, p_lease_id) END;
     IF v_stop >= v_start THEN
         RETURN QUERY
-            SELECT sg.first_offset + u.n - 1, u.mid, u.txn, u.tr, u.pl, u.ps, sg.created_at, v_lease
+            SELECT sg.first_offset + u.n - 1, u.mid, u.txn, u.tr, u.pl, u.ps, sg.created_at, v_lease,
+                   CASE WHEN c.attempts > 0 AND sg.first_offset + u.n - 1 <= c.attempt_end
+                        THEN c.attempts + 1 ELSE 1 END,
+                   NULL::bigint
             FROM queen.segments sg
             CROSS JOIN LATERAL unnest(sg.message_ids, sg.transaction_ids, sg.trace_ids, sg.payloads,
                                       coalesce(sg.producer_subs,

@@ -21,6 +21,12 @@
 -- its newest visible message only (queen.claim_partition), and messages
 -- older than p_ttl_seconds are passed over (and dead-lettered with
 -- p_expire_dlq) before anything is delivered.
+-- Retry delays (p_retry_delay_ms > 0, with p_retry_backoff and
+-- p_retry_max_ms: the queue's retry schedule): a candidate whose expired
+-- lease queen.claim_partition turns into a hold gives its marker row
+-- (message columns NULL, retry_after_ms set) and counts as no claim, so the
+-- pop goes on to the next candidate. Every message row carries its delivery
+-- attempt (queen.claim_partition).
 -- Called by: `Store::claim`, for wildcard pops.
 
 CREATE OR REPLACE FUNCTION queen.pop_queue(
@@ -42,10 +48,13 @@ CREATE OR REPLACE FUNCTION queen.pop_queue(
     p_walk             boolean,    -- false: only the hints, no walk
     p_conflate         boolean DEFAULT false,  -- one message per partition: its newest
     p_ttl_seconds      integer DEFAULT 0,      -- the queue's ttl (0: none)
-    p_expire_dlq       boolean DEFAULT false   -- expired messages go to the DLQ
+    p_expire_dlq       boolean DEFAULT false,  -- expired messages go to the DLQ
+    p_retry_delay_ms   integer DEFAULT 0,      -- the queue's retry schedule
+    p_retry_backoff    double precision DEFAULT 1,
+    p_retry_max_ms     integer DEFAULT 0
 ) RETURNS TABLE (partition_id uuid, partition_name text, msg_offset bigint, message_id uuid,
                  transaction_id text, trace_id uuid, payload text, producer_sub text,
-                 created_at timestamptz, lease_id uuid)
+                 created_at timestamptz, lease_id uuid, attempt integer, retry_after_ms bigint)
 LANGUAGE plpgsql
 -- the statements inside get one generic plan each, made once per connection:
 -- re-planning them on every call was a quarter of the call's CPU (issue 19,
@@ -63,6 +72,7 @@ DECLARE
     v_tried   uuid[] := '{}';
     v_pass    integer;
     v_k       integer;
+    v_held    boolean;
     j         integer;
 BEGIN
     FOR v_pass IN 1 .. CASE WHEN p_walk THEN 2 ELSE 1 END LOOP
@@ -89,7 +99,8 @@ BEGIN
             IF p_report_drained AND v_dnames IS NOT NULL THEN
                 RETURN QUERY
                     SELECT d.id, d.name, NULL::bigint, NULL::uuid, NULL::text, NULL::uuid,
-                           NULL::text, NULL::text, NULL::timestamptz, NULL::uuid
+                           NULL::text, NULL::text, NULL::timestamptz, NULL::uuid, NULL::integer,
+                           NULL::bigint
                     FROM unnest(v_dids, v_dnames) AS d(id, name);
             END IF;
         ELSE
@@ -111,8 +122,19 @@ BEGIN
                 FROM queen.claim_partition(v_ids[j], p_queue_name, v_names[j], p_group, v_left,
                                            p_lease_id, p_max_partitions > 1, p_lease_seconds, p_auto_ack, p_delay_seconds,
                                            p_window_seconds, '', p_sub_mode, p_sub_from, p_holder,
-                                           p_conflate, p_ttl_seconds, p_expire_dlq) m;
+                                           p_conflate, p_ttl_seconds, p_expire_dlq, p_retry_delay_ms,
+                                           p_retry_backoff, p_retry_max_ms) m;
             GET DIAGNOSTICS v_n = ROW_COUNT;
+            IF v_n = 1 AND p_retry_delay_ms > 0 THEN
+                -- one row: a message, or the marker of an expired lease put
+                -- on hold (no lease owner, resting until lease_expires_at)
+                SELECT l.lease_id IS NULL AND l.lease_expires_at > now() INTO v_held
+                FROM queen.log_consumers l
+                WHERE l.partition_id = v_ids[j] AND l.consumer_group = p_group;
+                IF v_held THEN
+                    v_n := 0;
+                END IF;
+            END IF;
             IF v_n > 0 THEN
                 v_claims := v_claims + 1;
                 v_left := v_left - v_n;

@@ -51,8 +51,14 @@
 -- slices cover its range without a hole or an offset deleted one by one; if
 -- not, it clears that lease and the pop calls queen.pop_queue, which handles
 -- every case (delay, window, holes, deletions, the walk), as does a pop that
--- got no row. Used only when the queue has no delay and no window buffer, the
--- pop names no partition, claims one partition and is not auto-acked.
+-- got no row. Used only when the queue has no delay, no window buffer, no ttl
+-- and no retry delay, the pop names no partition, claims one partition and is
+-- not auto-acked. A partition resting after a failed delivery (a retry hold
+-- left by queen.ack_batch: no lease owner, lease_expires_at ahead) is skipped
+-- like a live lease. A picked row whose lease expired counts one failed
+-- delivery attempt of its head, as queen.claim_partition does; each `pop` row
+-- carries the row's attempts and attempt_end (message at offset o is on
+-- attempt attempts + 1 when o <= attempt_end, else 1).
 --
 -- The two parts see one snapshot and touch different cursor rows: an ack
 -- needs a live lease, a pop a row without one (the same now()), or no row.
@@ -140,10 +146,19 @@ WITH acked AS (
     UPDATE queen.log_consumers l
     SET lease_id = queen.lease_mint(l.cursor_key, ($4::uuid[])[num.member]), lease_end_offset = num.e,
         lease_expires_at = now() + make_interval(secs => CASE WHEN $5::integer > 0 THEN $5::integer ELSE 60 END),
-        lease_holder = $6::text
+        lease_holder = $6::text,
+        -- an expired lease taken over: one failed delivery of the head
+        attempts = CASE WHEN l.lease_id IS NOT NULL AND l.lease_expires_at IS NOT NULL
+                             AND l.lease_end_offset > l.committed_offset
+                        THEN CASE WHEN l.attempt_end > l.committed_offset THEN l.attempts ELSE 0 END + 1
+                        ELSE l.attempts END,
+        attempt_end = CASE WHEN l.lease_id IS NOT NULL AND l.lease_expires_at IS NOT NULL
+                                AND l.lease_end_offset > l.committed_offset
+                           THEN greatest(l.attempt_end, l.lease_end_offset)
+                           ELSE l.attempt_end END
     FROM num
     WHERE num.start IS NULL AND l.partition_id = num.partition_id AND l.consumer_group = $2::text
-    RETURNING num.member, num.partition_id, num.name, num.s, num.e, l.lease_id
+    RETURNING num.member, num.partition_id, num.name, num.s, num.e, l.lease_id, l.attempts, l.attempt_end
 ), made AS (
     INSERT INTO queen.log_consumers AS l (partition_id, consumer_group, committed_offset, cursor_key, lease_id,
                                           lease_end_offset, lease_expires_at, lease_holder)
@@ -155,9 +170,9 @@ WITH acked AS (
     ON CONFLICT DO NOTHING
     RETURNING l.partition_id, l.lease_id
 ), leased AS (
-    SELECT c.member, c.partition_id, c.name, c.s, c.e, c.lease_id FROM c
+    SELECT c.member, c.partition_id, c.name, c.s, c.e, c.lease_id, c.attempts, c.attempt_end FROM c
     UNION ALL
-    SELECT num.member, num.partition_id, num.name, num.s, num.e, made.lease_id
+    SELECT num.member, num.partition_id, num.name, num.s, num.e, made.lease_id, 0, 0::bigint
     FROM made JOIN num ON num.partition_id = made.partition_id AND num.start IS NOT NULL
 )
 SELECT 'pop'::text AS kind, c.member, c.partition_id, c.lease_id, c.name AS partition_name, NULL::text AS queue_name,
@@ -169,7 +184,8 @@ SELECT 'pop'::text AS kind, c.member, c.partition_id, c.lease_id, c.name AS part
        sg.payloads[greatest(c.s - sg.first_offset + 1, 1) : c.e - sg.first_offset + 1] AS payloads,
        sg.producer_subs[greatest(c.s - sg.first_offset + 1, 1) : c.e - sg.first_offset + 1] AS producer_subs,
        sg.created_at,
-       EXISTS (SELECT 1 FROM unnest(sg.deleted_offsets) AS d(o) WHERE d.o BETWEEN c.s AND c.e) AS has_deleted
+       EXISTS (SELECT 1 FROM unnest(sg.deleted_offsets) AS d(o) WHERE d.o BETWEEN c.s AND c.e) AS has_deleted,
+       c.attempts, c.attempt_end
 FROM leased c
 JOIN queen.segments sg ON sg.partition_id = c.partition_id
  AND sg.last_offset >= c.s
@@ -177,11 +193,11 @@ JOIN queen.segments sg ON sg.partition_id = c.partition_id
                         WHERE x.partition_id = c.partition_id AND x.last_offset >= c.e)
 UNION ALL
 SELECT 'ack', acked.member, NULL, NULL, acked.partition_name, acked.queue_name,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM acked
 UNION ALL
 SELECT 'drained', hd.hint_at, hd.id, NULL, hd.name, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM hinted hd
 LEFT JOIN fresh f ON f.id = hd.id
 WHERE cardinality($4::uuid[]) > 0

@@ -41,6 +41,13 @@ impl Broker {
             ) {
                 self.announce_partition_free(q, p, req.group.as_str());
             }
+            if let (Some(after), Some(q), Some(p)) = (
+                o.retry_after,
+                o.queue_name.as_deref(),
+                o.partition_name.as_deref(),
+            ) {
+                self.announce_after(q, p, after);
+            }
         }
         self.count_conflated(
             req.group.as_str(),

@@ -7,6 +7,7 @@
 //! place a "messages available" hint takes effect.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use queen_proto::mesh::{Frame, MessageAvailable, PartitionFree, QueueConfigInvalidate};
 use tokio_util::sync::CancellationToken;
@@ -74,6 +75,30 @@ impl Broker {
             partition: partition.to_owned(),
             consumer_group: group.to_owned(),
         }));
+    }
+
+    /// `queue`/`partition` rests for `after` (a retry hold, the queue's
+    /// `retryDelay`): when it ends, pops parked on the queue, and on any
+    /// queue, wake here, the partition is hinted again, and the peers are
+    /// told as of a push, so a long poll there answers then too.
+    pub(super) fn announce_after(&self, queue: &str, partition: &str, after: Duration) {
+        let recent = Arc::clone(&self.recent);
+        let mesh = self.mesh.clone();
+        let (q, p) = (queue.to_owned(), partition.to_owned());
+        self.waker.notify_after(
+            vec![queue.to_owned(), ANY_QUEUE_KEY.to_owned()],
+            after,
+            self.shutdown.clone(),
+            move || {
+                recent.record(&q, &p);
+                if let Some(mesh) = mesh {
+                    mesh.send(&Frame::MessageAvailable(MessageAvailable {
+                        queue: q,
+                        partition: p,
+                    }));
+                }
+            },
+        );
     }
 
     /// A queue's configuration changed or it was deleted.

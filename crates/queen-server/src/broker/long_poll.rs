@@ -1,4 +1,5 @@
-//! Wakes parked long-poll pops when a push commits or a lease is released.
+//! Wakes parked long-poll pops when a push commits, a lease is released, or
+//! a retry hold ends.
 //!
 //! A parked pop registers interest *before* it checks PostgreSQL, so a wake that
 //! lands between its check and its wait is never lost. The waker is only a hint:
@@ -7,12 +8,16 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use tokio::sync::Notify;
+use std::time::Duration;
 
-/// Parked pops, keyed by queue name.
-#[derive(Debug, Default)]
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Parked pops, keyed by queue name. A clone shares them (a wake scheduled
+/// for later holds one, see [`Waker::notify_after`]).
+#[derive(Debug, Default, Clone)]
 pub struct Waker {
-    queues: Mutex<HashMap<String, Arc<Notify>>>,
+    queues: Arc<Mutex<HashMap<String, Arc<Notify>>>>,
 }
 
 impl Waker {
@@ -33,6 +38,28 @@ impl Waker {
         }
     }
 
+    /// Wakes the pops parked on each of `keys` once `after` has passed (the
+    /// end of a retry hold), unless `cancel` comes first; then runs `then`.
+    pub fn notify_after(
+        &self,
+        keys: Vec<String>,
+        after: Duration,
+        cancel: CancellationToken,
+        then: impl FnOnce() + Send + 'static,
+    ) {
+        let waker = self.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(after) => {}
+                _ = cancel.cancelled() => return,
+            }
+            for key in &keys {
+                waker.notify(key);
+            }
+            then();
+        });
+    }
+
     /// Drops notifiers nobody waits on; called now and then to bound memory.
     pub fn prune(&self) {
         let mut queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
@@ -43,6 +70,18 @@ impl Waker {
     pub fn parked_queues(&self) -> usize {
         let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
         queues.values().filter(|n| Arc::strong_count(n) > 1).count()
+    }
+
+    /// Pops holding each queue's notifier (parked, or checking before they
+    /// park), for the queues that have any.
+    pub fn parked_counts(&self) -> Vec<(String, usize)> {
+        let queues = self.queues.lock().unwrap_or_else(|e| e.into_inner());
+        queues
+            .iter()
+            .map(|(q, n)| (q, Arc::strong_count(n) - 1))
+            .filter(|(_, n)| *n > 0)
+            .map(|(q, n)| (q.clone(), n))
+            .collect()
     }
 
     /// Names of the queues with a notifier held by a parked pop, sorted.
@@ -60,9 +99,31 @@ impl Waker {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
+
+    #[tokio::test]
+    async fn a_wake_scheduled_for_later_comes_then_and_not_before() {
+        let waker = Waker::default();
+        let n = waker.subscribe("q");
+        let notified = n.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let started = tokio::time::Instant::now();
+        waker.notify_after(
+            vec!["q".into()],
+            Duration::from_millis(150),
+            CancellationToken::new(),
+            move || {
+                let _ = tx.send(());
+            },
+        );
+        tokio::time::timeout(Duration::from_secs(10), notified)
+            .await
+            .expect("the scheduled wake never came");
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        rx.await.expect("the follow-up ran");
+    }
 
     #[tokio::test]
     async fn a_wake_registered_before_the_check_is_not_lost() {

@@ -255,6 +255,12 @@ impl Broker {
                 self.discover_partitions(&queue, req.group.as_str());
             }
         }
+        if let Ok(c) = &claimed {
+            // expired leases this claim put on a retry hold
+            for (partition, after) in &c.retry_holds {
+                self.announce_after(&queue.name, partition, *after);
+            }
+        }
         if let (Ok(c), Some(lane)) = (&claimed, &lane) {
             let partitions = c
                 .messages

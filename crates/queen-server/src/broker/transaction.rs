@@ -127,6 +127,13 @@ impl Broker {
                     ) {
                         self.announce_partition_free(q, p, group);
                     }
+                    if let (Some(after), Some(q), Some(p)) = (
+                        a.retry_after,
+                        a.queue_name.as_deref(),
+                        a.partition_name.as_deref(),
+                    ) {
+                        self.announce_after(q, p, after);
+                    }
                 }
                 (TxOutcome::Pushed(_), TxOperation::Push { queue, message, .. }) => {
                     self.announce_messages(queue, &message.partition);

@@ -83,6 +83,9 @@ pub struct AckOutcome {
     /// Offsets the cursor move passed over that no item of the call named
     /// (`queen.ack_batch`); 0 when nothing moved.
     pub skipped: i64,
+    /// A `failed` ack that put the partition on hold for the queue's
+    /// `retryDelay`: how long until its next delivery.
+    pub retry_after: Option<std::time::Duration>,
 }
 
 /// What an ack request did.
@@ -114,6 +117,7 @@ impl Store {
                         dlq: false,
                         // a whole lease, every message named
                         skipped: 0,
+                        retry_after: None,
                     })
                     .collect();
                 return Ok(Acked {
@@ -149,7 +153,8 @@ pub(super) async fn ack_with(
     let errors: Vec<Option<&str>> = items.iter().map(|a| a.error.as_deref()).collect();
     let stmt = client
         .prepare_cached(
-            "SELECT idx, success, error, queue_name, partition_name, lease_released, dlq, skipped
+            "SELECT idx, success, error, queue_name, partition_name, lease_released, dlq, skipped,
+                    retry_after_ms
              FROM queen.ack_batch($1, $2, $3, $4, $5, $6, $7)",
         )
         .await?;
@@ -178,6 +183,8 @@ pub(super) async fn ack_with(
             lease_released: col(r, "lease_released")?,
             dlq: col(r, "dlq")?,
             skipped: col(r, "skipped")?,
+            retry_after: col::<Option<i64>>(r, "retry_after_ms")?
+                .map(|ms| std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
         })
     })?;
     out.sort_by_key(|o| o.index);

@@ -198,6 +198,7 @@ impl Fly for ConsumeFly {
                         drained_hints: std::mem::take(&mut drained),
                         lease_id: Some(lease_id),
                         by_statement: true,
+                        retry_holds: Vec::new(),
                     })),
                     None => {
                         let partition_id: Uuid = col(first, "partition_id")?;
@@ -315,6 +316,9 @@ fn messages_from_segments(rows: &[Row]) -> Result<Option<Vec<ClaimedMessage>>, S
     let end: i64 = col(first, "range_end")?;
     let partition_id: Uuid = col(first, "partition_id")?;
     let partition_name: String = col(first, "partition_name")?;
+    // the delivery attempt: the head's count up to attempt_end, else first
+    let attempts: i32 = col(first, "attempts")?;
+    let attempt_end: i64 = col(first, "attempt_end")?;
     let mut messages = Vec::with_capacity(usize::try_from(end - start + 1).unwrap_or(0));
     let mut next = start;
     for r in rows {
@@ -349,6 +353,11 @@ fn messages_from_segments(rows: &[Row]) -> Result<Option<Vec<ClaimedMessage>>, S
                 payload,
                 producer_sub: subs.as_mut().and_then(Iterator::next).flatten(),
                 created_at,
+                attempt: if attempts > 0 && next <= attempt_end {
+                    attempts + 1
+                } else {
+                    1
+                },
             });
             next += 1;
         }

@@ -50,6 +50,10 @@ pub struct Claim {
     pub messages: Vec<ClaimedMessage>,
     /// Wildcard pops: hinted partitions with nothing past the group's cursor.
     pub drained_hints: Vec<String>,
+    /// Partitions whose expired lease this claim put on a retry hold (the
+    /// queue's `retryDelay`), with the time to the hold's end: parked pops
+    /// are woken then.
+    pub retry_holds: Vec<(String, std::time::Duration)>,
     /// The lease the messages are held under, as stored (see
     /// `ClaimRequest::lease_nonce`); `None` when nothing was claimed.
     pub lease_id: Option<Uuid>,
@@ -69,6 +73,9 @@ pub struct ClaimedMessage {
     pub payload: String,
     pub producer_sub: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// How many times the message has been handed to this consumer group,
+    /// this delivery included (1 on the first).
+    pub attempt: i32,
 }
 
 /// The result of a lease extension.
@@ -120,7 +127,7 @@ impl Store {
                                  FROM queen.partitions pt,
                                       LATERAL queen.claim_partition(pt.id, $3, pt.name, $4, $5, $6, false, $7,
                                                                     $8, $9, $10, pt.name, $11, $12, $13, $14,
-                                                                    $15, $16) m
+                                                                    $15, $16, $17, $18, $19) m
                                  WHERE pt.queue_id = $1 AND pt.name = $2",
                             )
                             .await?;
@@ -144,6 +151,9 @@ impl Store {
                                 &req.conflate,
                                 &o.ttl,
                                 &o.dead_letter_queue,
+                                &o.retry_delay,
+                                &o.retry_backoff,
+                                &o.retry_delay_max,
                             ],
                         )
                         .await?
@@ -151,7 +161,7 @@ impl Store {
                 None => {
                     let stmt = client
                             .prepare_cached(
-                                "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15, $16, $17, $18)",
+                                "SELECT * FROM queen.pop_queue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, true, $15, $16, $17, $18, $19, $20, $21)",
                             )
                             .await?;
                     client
@@ -176,6 +186,9 @@ impl Store {
                                 &req.conflate,
                                 &o.ttl,
                                 &o.dead_letter_queue,
+                                &o.retry_delay,
+                                &o.retry_backoff,
+                                &o.retry_delay_max,
                             ],
                         )
                         .await?
@@ -256,15 +269,21 @@ fn hinted_applies(req: &ClaimRequest<'_>) -> bool {
         && o.delayed_processing <= 0
         && o.window_buffer <= 0
         && o.ttl <= 0
+        && o.retry_delay <= 0
 }
 
-/// Messages and, for wildcard pops, the drained-hint marker rows (a
-/// partition name with no offset).
+/// Messages and the marker rows (a partition name with no offset): a retry
+/// hold's (`retry_after_ms` set), else, for wildcard pops, a drained hint.
 fn claim_from_rows(rows: &[Row]) -> Result<Claim, StoreError> {
     let mut claim = Claim::default();
     for r in rows {
         let Some(offset) = col::<Option<i64>>(r, "msg_offset")? else {
-            claim.drained_hints.push(col(r, "partition_name")?);
+            if let Some(ms) = col::<Option<i64>>(r, "retry_after_ms")? {
+                let after = std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+                claim.retry_holds.push((col(r, "partition_name")?, after));
+            } else {
+                claim.drained_hints.push(col(r, "partition_name")?);
+            }
             continue;
         };
         if claim.lease_id.is_none() {
@@ -280,6 +299,7 @@ fn claim_from_rows(rows: &[Row]) -> Result<Claim, StoreError> {
             payload: col(r, "payload")?,
             producer_sub: col(r, "producer_sub")?,
             created_at: col(r, "created_at")?,
+            attempt: col(r, "attempt")?,
         });
     }
     Ok(claim)

@@ -24,7 +24,7 @@ pub struct QueueRow {
 }
 
 const QUEUE_COLUMNS: &str = "id, name, namespace, task, lease_time, retry_limit, retry_delay, \
-     max_size, ttl, priority, delayed_processing, window_buffer, dead_letter_queue, \
+     retry_backoff, retry_delay_max, max_size, ttl, priority, delayed_processing, window_buffer, dead_letter_queue, \
      dlq_after_max_retries, retention_enabled, retention_seconds, completed_retention_seconds, \
      encryption_enabled, max_wait_time_seconds, config_version, created_at";
 
@@ -40,6 +40,8 @@ impl QueueRow {
                 lease_time: col(row, "lease_time")?,
                 retry_limit: col(row, "retry_limit")?,
                 retry_delay: col(row, "retry_delay")?,
+                retry_backoff: col(row, "retry_backoff")?,
+                retry_delay_max: col(row, "retry_delay_max")?,
                 max_size: col(row, "max_size")?,
                 ttl: col(row, "ttl")?,
                 dead_letter_queue: col(row, "dead_letter_queue")?,
@@ -94,14 +96,18 @@ impl Store {
             let tx = client.transaction().await?;
             let sql = format!(
                     "INSERT INTO queen.queues (id, name, namespace, task, lease_time, retry_limit, retry_delay,
-                         max_size, ttl, priority, delayed_processing, window_buffer, dead_letter_queue,
-                         dlq_after_max_retries, retention_enabled, retention_seconds,
-                         completed_retention_seconds, encryption_enabled, max_wait_time_seconds)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+                         retry_backoff, retry_delay_max, max_size, ttl, priority, delayed_processing,
+                         window_buffer, dead_letter_queue, dlq_after_max_retries, retention_enabled,
+                         retention_seconds, completed_retention_seconds, encryption_enabled,
+                         max_wait_time_seconds)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
+                             $19, $20, $21)
                      ON CONFLICT (name) DO UPDATE SET
                          namespace = EXCLUDED.namespace, task = EXCLUDED.task,
                          lease_time = EXCLUDED.lease_time, retry_limit = EXCLUDED.retry_limit,
-                         retry_delay = EXCLUDED.retry_delay, max_size = EXCLUDED.max_size, ttl = EXCLUDED.ttl,
+                         retry_delay = EXCLUDED.retry_delay, retry_backoff = EXCLUDED.retry_backoff,
+                         retry_delay_max = EXCLUDED.retry_delay_max,
+                         max_size = EXCLUDED.max_size, ttl = EXCLUDED.ttl,
                          priority = EXCLUDED.priority, delayed_processing = EXCLUDED.delayed_processing,
                          window_buffer = EXCLUDED.window_buffer, dead_letter_queue = EXCLUDED.dead_letter_queue,
                          dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
@@ -201,13 +207,17 @@ pub(super) async fn ensure_queue_with(
     QueueRow::from_row(&row)
 }
 
-/// The 15 options of a queue as statement parameters, in the column order of
-/// `queen.queues` (`lease_time` .. `max_wait_time_seconds`).
-pub(super) fn option_params(o: &QueueOptions) -> [&(dyn ToSql + Sync); 15] {
+/// The 17 options of a queue as statement parameters, in this order:
+/// `lease_time`, `retry_limit`, `retry_delay`, `retry_backoff`,
+/// `retry_delay_max`, then the column order of `queen.queues` (`max_size` ..
+/// `max_wait_time_seconds`).
+pub(super) fn option_params(o: &QueueOptions) -> [&(dyn ToSql + Sync); 17] {
     [
         &o.lease_time,
         &o.retry_limit,
         &o.retry_delay,
+        &o.retry_backoff,
+        &o.retry_delay_max,
         &o.max_size,
         &o.ttl,
         &o.priority,

@@ -447,7 +447,7 @@ async fn a_pop_answer_is_exactly_this_text() {
         assert!(is_utc_timestamp(c, 6), "createdAt {c}");
     }
     let tail = format!(
-        r#""partitionId":"{partition}","partition":"p \"1\"","leaseId":"{lease}","consumerGroup":"g","queue":"{q}"}}"#
+        r#""partitionId":"{partition}","partition":"p \"1\"","leaseId":"{lease}","consumerGroup":"g","queue":"{q}","deliveryAttempt":1}}"#
     );
     let expected = format!(
         concat!(

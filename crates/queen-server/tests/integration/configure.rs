@@ -5,11 +5,13 @@ use serde_json::{json, Value};
 
 use crate::common::*;
 
-const OPTION_KEYS: [&str; 15] = [
+const OPTION_KEYS: [&str; 17] = [
     "priority",
     "leaseTime",
     "retryLimit",
     "retryDelay",
+    "retryBackoff",
+    "retryDelayMax",
     "maxSize",
     "ttl",
     "deadLetterQueue",
@@ -26,7 +28,7 @@ const OPTION_KEYS: [&str; 15] = [
 fn defaults() -> Value {
     json!({
         "priority": 0, "leaseTime": 300, "retryLimit": 3, "retryDelay": 0,
-        "maxSize": 0, "ttl": 0, "deadLetterQueue": false, "dlqAfterMaxRetries": false,
+        "retryBackoff": 1.0, "retryDelayMax": 0, "maxSize": 0, "ttl": 0, "deadLetterQueue": false, "dlqAfterMaxRetries": false,
         "delayedProcessing": 0, "windowBuffer": 0, "retentionSeconds": 0,
         "completedRetentionSeconds": 0, "retentionEnabled": false,
         "encryptionEnabled": false, "maxWaitTimeSeconds": 0
@@ -34,12 +36,12 @@ fn defaults() -> Value {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn configure_echoes_all_fifteen_typed_options() {
+async fn configure_echoes_all_seventeen_typed_options() {
     let (db, b) = setup().await;
     let queue = unique("cfg");
     let options = json!({
         "priority": 7, "leaseTime": 120, "retryLimit": 5, "retryDelay": 250,
-        "maxSize": 10, "ttl": 60, "deadLetterQueue": true, "dlqAfterMaxRetries": true,
+        "retryBackoff": 1.5, "retryDelayMax": 5000, "maxSize": 10, "ttl": 60, "deadLetterQueue": true, "dlqAfterMaxRetries": true,
         "delayedProcessing": 2, "windowBuffer": 3, "retentionSeconds": 40,
         "completedRetentionSeconds": 50, "retentionEnabled": true,
         "encryptionEnabled": true, "maxWaitTimeSeconds": 90, "unknownKey": "ignored"

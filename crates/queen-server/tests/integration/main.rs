@@ -41,6 +41,7 @@ mod push;
 mod push_binary;
 mod queue_options;
 mod reads;
+mod retry_delay;
 mod recurring_timers;
 mod router_walk;
 mod schema;

@@ -106,7 +106,12 @@ async fn popped_messages_have_exactly_the_contract_fields() {
     assert_eq!(msgs.len(), 2);
     for (m, p) in msgs.iter().zip(&pushed) {
         let mut k = keys(m);
-        k.remove("queue"); // allowed extra
+        k.remove("queue"); // allowed extras
+        assert_eq!(
+            k.take("deliveryAttempt").as_deref(),
+            Some("deliveryAttempt")
+        );
+        assert_eq!(m["deliveryAttempt"], 1, "{m}");
         let want: std::collections::BTreeSet<String> =
             MESSAGE_KEYS.iter().map(|s| (*s).to_owned()).collect();
         assert_eq!(k, want, "message keys of {m}");

@@ -138,6 +138,7 @@ fn claim_from(partitions: &[&str]) -> Claim {
             payload: "{}".to_owned(),
             producer_sub: None,
             created_at: chrono::Utc::now(),
+            attempt: 1,
         })
         .collect();
     Claim {
@@ -145,6 +146,7 @@ fn claim_from(partitions: &[&str]) -> Claim {
         drained_hints: Vec::new(),
         lease_id: None,
         by_statement: false,
+        retry_holds: Vec::new(),
     }
 }
 

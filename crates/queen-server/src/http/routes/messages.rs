@@ -119,6 +119,8 @@ pub async fn detail(
             lease_time: d.lease_time,
             retry_limit: d.retry_limit,
             retry_delay: d.retry_delay,
+            retry_backoff: d.retry_backoff,
+            retry_delay_max: d.retry_delay_max,
             ttl: d.ttl,
             priority: m.priority,
         },

@@ -196,6 +196,7 @@ fn answer(
                 lease_id,
                 consumer_group: group,
                 queue,
+                delivery_attempt: m.attempt,
             }
         })
         .collect();
@@ -217,8 +218,8 @@ fn answer(
 }
 
 /// Bytes of a popped message besides its strings: the keys, quotes and
-/// commas, three UUIDs, a trace id and a timestamp (about 330), rounded up
-/// so that escapes rarely make the buffer grow.
+/// commas, three UUIDs, a trace id, a timestamp and the delivery attempt
+/// (about 355), rounded up so that escapes rarely make the buffer grow.
 const MESSAGE_OVERHEAD: usize = 400;
 
 /// A 200 answer of JSON text, with the `content-type` `axum::Json` gives.
@@ -258,6 +259,7 @@ mod tests {
         lease_id: String,
         consumer_group: String,
         queue: String,
+        delivery_attempt: i32,
     }
 
     #[derive(Serialize)]
@@ -304,6 +306,7 @@ mod tests {
                     lease_id: lease_id.to_owned(),
                     consumer_group: group.to_owned(),
                     queue: queue.to_owned(),
+                    delivery_attempt: m.attempt,
                 })
                 .collect(),
         })
@@ -327,6 +330,7 @@ mod tests {
             payload: payload.to_owned(),
             producer_sub: (offset % 3 == 0).then(|| format!("svc-{offset}\"é")),
             created_at: DateTime::from_timestamp_micros(micros).unwrap(),
+            attempt: 1 + (offset % 4) as i32,
         }
     }
 

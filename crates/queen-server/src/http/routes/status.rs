@@ -189,6 +189,8 @@ pub async fn queue(
                 lease_time: o.lease_time,
                 retry_limit: o.retry_limit,
                 retry_delay: o.retry_delay,
+                retry_backoff: o.retry_backoff,
+                retry_delay_max: o.retry_delay_max,
                 ttl: o.ttl,
                 max_queue_size: o.max_size,
                 dead_letter_queue: o.dead_letter_queue,

@@ -64,6 +64,8 @@ pub struct MessageDetail {
     pub lease_time: i32,
     pub retry_limit: i32,
     pub retry_delay: i32,
+    pub retry_backoff: f64,
+    pub retry_delay_max: i32,
     pub ttl: i32,
     pub groups: Vec<GroupState>,
 }
@@ -183,7 +185,7 @@ impl Store {
             let payload: String = col(&row, "payload")?;
             let queue = client
                     .query_one(
-                        "SELECT q.lease_time, q.retry_limit, q.retry_delay, q.ttl,
+                        "SELECT q.lease_time, q.retry_limit, q.retry_delay, q.retry_backoff, q.retry_delay_max, q.ttl,
                                 (SELECT d.error_message FROM queen.dead_letters d
                                   WHERE d.partition_id = $1 AND d.msg_offset = $2
                                   ORDER BY d.failed_at DESC LIMIT 1) AS error_message,
@@ -217,6 +219,8 @@ impl Store {
                 lease_time: col(&queue, "lease_time")?,
                 retry_limit: col(&queue, "retry_limit")?,
                 retry_delay: col(&queue, "retry_delay")?,
+                retry_backoff: col(&queue, "retry_backoff")?,
+                retry_delay_max: col(&queue, "retry_delay_max")?,
                 ttl: col(&queue, "ttl")?,
                 error_message: col(&queue, "error_message")?,
                 retry_count: col(&queue, "retry_count")?,

@@ -397,6 +397,9 @@ fn queue_from_row(r: &Row) -> anyhow::Result<SourceQueue> {
             lease_time: r.get("lease_time"),
             retry_limit: r.get("retry_limit"),
             retry_delay: r.get("retry_delay"),
+            // the reference has no backoff: constant, uncapped (the defaults)
+            retry_backoff: 1.0,
+            retry_delay_max: 0,
             max_size: r.get("max_queue_size"),
             ttl: r.get("ttl"),
             dead_letter_queue: r.get("dead_letter_queue"),

@@ -55,6 +55,7 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "lease_key",
     "cursor_lock_key",
     "group_policy",
+    "retry_wait",
     "claim_partition",
     "pop_queue",
     "push_batch",
