@@ -350,6 +350,49 @@ mod tests {
     }
 
     #[test]
+    fn client_errors_map_to_the_exit_status_classes() {
+        let status = |code: u16| queen_client::Error::Status {
+            method: "GET".into(),
+            path: "/x".into(),
+            status: code,
+            message: "m".into(),
+            code: None,
+            retry_after: None,
+        };
+        let class = |e: queen_client::Error| match Failure::from(e) {
+            Failure::Usage(_) | Failure::Error(_) => EXIT_USER,
+            Failure::Unreachable(_) => EXIT_UNREACHABLE,
+            Failure::Auth(_) => EXIT_AUTH,
+            Failure::Empty => EXIT_EMPTY,
+        };
+        assert_eq!(class(status(400)), EXIT_USER);
+        assert_eq!(class(status(404)), EXIT_USER);
+        assert_eq!(class(status(409)), EXIT_USER);
+        assert_eq!(class(status(401)), EXIT_AUTH);
+        assert_eq!(class(status(403)), EXIT_AUTH);
+        assert_eq!(class(status(500)), EXIT_UNREACHABLE);
+        assert_eq!(class(status(503)), EXIT_UNREACHABLE);
+        let refused = queen_client::Error::Connect {
+            url: "http://127.0.0.1:1".into(),
+            source: "refused".into(),
+        };
+        assert_eq!(class(refused), EXIT_UNREACHABLE);
+        let timeout = queen_client::Error::Timeout {
+            url: "u".into(),
+            timeout: std::time::Duration::from_secs(1),
+        };
+        assert_eq!(class(timeout), EXIT_UNREACHABLE);
+        assert_eq!(
+            class(queen_client::Error::Unavailable("db".into())),
+            EXIT_UNREACHABLE
+        );
+        assert_eq!(
+            class(queen_client::Error::InvalidInput("q".into())),
+            EXIT_USER
+        );
+    }
+
+    #[test]
     fn connection_errors_fit_on_one_line() {
         let e = queen_client::Error::Status {
             method: "POST".into(),
