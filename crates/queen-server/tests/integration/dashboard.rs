@@ -680,3 +680,61 @@ async fn the_queue_status_carries_every_option() {
     assert_eq!(body["queue"]["options"]["leaseTime"], 120);
     assert_eq!(body["queue"]["options"]["deadLetterQueue"], true);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stats_list_a_streaming_standby_with_its_lag() {
+    assert!(
+        queen_testkit::pg_bin_dir().is_some(),
+        "no PostgreSQL binaries on this machine: set QUEEN_PG_BIN"
+    );
+    let primary = queen_testkit::PrivatePg::primary()
+        .await
+        .expect("private primary");
+    let standby = primary.sync_standby().await.expect("synchronous standby");
+    let url = format!("postgresql://postgres@127.0.0.1:{}/postgres", primary.port);
+    let env = [
+        ("DATABASE_URL", url.as_str()),
+        ("HOST", "127.0.0.1"),
+        ("LOG_LEVEL", "warn"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect();
+    let b = queen_testkit::TestBroker::start_env(env)
+        .await
+        .expect("broker");
+    b.wait_healthy(std::time::Duration::from_secs(60))
+        .await
+        .expect("healthy");
+    // writes that the standby replays
+    push_numbered(&b, &unique("standby"), "p", "m", 5).await;
+
+    let (status, pg) = b.get("/api/v1/analytics/postgres-stats").await;
+    assert_eq!(status, StatusCode::OK, "{pg}");
+    let d = &pg["database"];
+    assert_eq!(d["inRecovery"], false, "{d}");
+    let standbys = d["replication"].as_array().unwrap();
+    assert_eq!(standbys.len(), 1, "{d}");
+    let s = &standbys[0];
+    assert_keys(
+        s,
+        &[
+            "application",
+            "clientAddr",
+            "state",
+            "syncState",
+            "replayLagSeconds",
+            "lagBytes",
+        ],
+    );
+    assert_eq!(s["state"], "streaming", "{s}");
+    assert_eq!(s["syncState"], "sync", "{s}");
+    assert_eq!(s["clientAddr"], "127.0.0.1", "{s}");
+    assert!(s["lagBytes"].as_i64().unwrap() >= 0, "{s}");
+    // null while the standby is idle and caught up, else a duration
+    assert!(
+        s["replayLagSeconds"].is_null() || s["replayLagSeconds"].as_f64().unwrap() >= 0.0,
+        "{s}"
+    );
+    drop(standby);
+}

@@ -34,7 +34,7 @@ ORDER BY xact_start
 LIMIT 1";
 
 const STANDBYS: &str = "
-SELECT application_name AS application, client_addr::text AS client_addr, state, sync_state,
+SELECT application_name AS application, host(client_addr) AS client_addr, state, sync_state,
        extract(epoch FROM replay_lag)::float8 AS replay_lag_seconds,
        CASE WHEN pg_is_in_recovery() THEN NULL
             ELSE pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn)::bigint END AS lag_bytes
