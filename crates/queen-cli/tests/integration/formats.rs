@@ -222,3 +222,42 @@ async fn exit_status_per_class() {
     assert_eq!(queen(&b, &["ephemeral", "pop", "e"]).await.code, EMPTY);
     // 3 (401/403) and 2 for a 5xx: failures.rs (JWT on, PostgreSQL cut)
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relative_times_and_tail_documents() {
+    let (_db, b) = fresh_broker(&[]).await.unwrap();
+    queen(&b, &["push", "orders", "--transaction-id", "t-1", "1"])
+        .await
+        .ok();
+    let recent = [
+        "messages", "list", "-q", "orders", "--from", "10m ago", "--to", "now", "-o", "json",
+    ];
+    let m = queen(&b, &recent).await.json();
+    assert_eq!(m["messages"][0]["transactionId"], "t-1", "{m}");
+    let later = [
+        "messages", "list", "-q", "orders", "--from", "in 10m", "-o", "json",
+    ];
+    let none = queen(&b, &later).await.json();
+    assert_eq!(none["messages"], serde_json::json!([]), "{none}");
+    queen(
+        &b,
+        &["dlq", "list", "--from", "1d ago", "--to", "2026-01-01"],
+    )
+    .await
+    .ok();
+    // tail -o yaml: one YAML document per message
+    queen(&b, &["push", "orders", "2"]).await.ok();
+    let run = queen(&b, &["tail", "orders", "-g", "y", "-o", "yaml"]).await;
+    let docs: Vec<&str> = run.ok().split("---\n").filter(|d| !d.is_empty()).collect();
+    assert_eq!(docs.len(), 2, "{run:?}");
+    assert!(
+        docs[0].contains("transactionId: t-1") && docs[1].contains("data: 2"),
+        "{run:?}"
+    );
+    // seek back an hour, then the group reads both again
+    queen(&b, &["groups", "seek", "y", "orders", "--to", "1h ago"])
+        .await
+        .ok();
+    let again = queen(&b, &["pop", "orders", "-g", "y", "-b", "5", "-o", "ndjson"]).await;
+    assert_eq!(again.ok().lines().count(), 2, "{again:?}");
+}
