@@ -175,6 +175,12 @@ pub async fn run(
         }
     }
     background.abort_all();
+    // what this replica counted since its last flush, every request now done
+    match tokio::time::timeout_at(deadline, broker.stop_activity()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(error = %e, "final flush of the activity counts failed"),
+        Err(_) => tracing::warn!("SHUTDOWN_TIMEOUT_MS reached while flushing the activity counts"),
+    }
     match tokio::time::timeout_at(deadline, spool.close()).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "failed to close the spool"),

@@ -26,6 +26,7 @@ impl Broker {
                 .inc();
         }
         let outcomes = acked.outcomes;
+        self.count_acked(&outcomes, &req.items);
         // counted per result, one label lookup each rather than one per item
         let mut counts = [0u64; 3];
         for o in &outcomes {

@@ -24,7 +24,8 @@ pub struct Metrics {
     pub parked_queues: IntGauge,
     pub push_maintenance: IntGauge,
     pub pop_maintenance: IntGauge,
-    pub dlq_depth: IntGauge,
+    /// `queen_dlq_depth{scope="cluster"}`, the reference's label.
+    pub dlq_depth: prometheus::IntGaugeVec,
     pub dlq_depth_by_queue: prometheus::IntGaugeVec,
     /// Messages passed over for their queue's ttl and not dead-lettered.
     pub expired_by_queue: prometheus::IntGaugeVec,
@@ -110,6 +111,14 @@ impl Default for Metrics {
         .expect("valid metric");
         registry
             .register(Box::new(consume_statement.clone()))
+            .expect("unique metric");
+        let dlq_depth = prometheus::IntGaugeVec::new(
+            Opts::new("queen_dlq_depth", "dead letters stored in the cluster"),
+            &["scope"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(dlq_depth.clone()))
             .expect("unique metric");
         let dlq_depth_by_queue = prometheus::IntGaugeVec::new(
             Opts::new("queen_dlq_depth_by_queue", "dead letters stored per queue"),
@@ -216,11 +225,7 @@ impl Default for Metrics {
                 "queen_pop_maintenance_mode_enabled",
                 "1 when pop maintenance mode is on",
             ),
-            dlq_depth: gauge(
-                &registry,
-                "queen_dlq_depth",
-                "dead letters stored in the cluster",
-            ),
+            dlq_depth,
             dlq_depth_by_queue,
             expired_by_queue,
             spool_records: gauge(

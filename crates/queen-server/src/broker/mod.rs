@@ -8,6 +8,7 @@
 //! mesh hands out ([`spawn_hint_applier`]).
 
 mod ack;
+pub mod activity;
 mod admin;
 mod analytics;
 pub mod autopilot;
@@ -32,6 +33,7 @@ mod queues;
 mod reads;
 pub mod reads_metrics;
 pub mod recent;
+mod reference_series;
 mod status;
 mod streams;
 pub mod surfaces;
@@ -122,6 +124,12 @@ pub struct Broker {
     streams: StreamMetrics,
     autopilot: autopilot::Autopilot,
     policies: conflation::GroupPolicies,
+    /// What this replica did per queue and minute, until flushed (issue 36).
+    activity: activity::Activity,
+    /// This process's id in `queen.replica_presence` (fresh at each start).
+    instance: uuid::Uuid,
+    /// The reference's Prometheus series, read from PostgreSQL at the scrape.
+    reference_series: reference_series::ReferenceSeries,
 }
 
 impl Broker {
@@ -145,7 +153,11 @@ impl Broker {
         let autopilot = autopilot::Autopilot::new(config.pop.autopilot, &metrics.registry);
         let policies =
             conflation::GroupPolicies::new(config.queue_config_max_age, &metrics.registry);
+        let reference_series = reference_series::ReferenceSeries::new(&metrics.registry);
         Arc::new(Self {
+            activity: activity::Activity::default(),
+            instance: uuid::Uuid::new_v4(),
+            reference_series,
             autopilot,
             policies,
             reads_metrics,

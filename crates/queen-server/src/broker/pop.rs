@@ -96,6 +96,7 @@ impl Broker {
                     ..
                 } => {
                     self.metrics.popped.inc_by(messages.len() as u64);
+                    self.count_popped(Some(queue), messages.iter().map(|m| m.created_at));
                     for m in messages.iter_mut() {
                         m.payload = self.deliverable(
                             queue,
@@ -115,6 +116,11 @@ impl Broker {
                 }
                 PopOutcome::Empty(_) => {
                     if !req.wait || Instant::now() >= deadline {
+                        let queue = match &req.target {
+                            PopTarget::Queue { queue, .. } => Some(queue.as_str()),
+                            PopTarget::Namespace { .. } => None,
+                        };
+                        self.count_popped(queue, []);
                         return Ok(outcome);
                     }
                 }

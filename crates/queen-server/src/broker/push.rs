@@ -265,6 +265,13 @@ impl Broker {
             .filter(|o| matches!(o, Some(PushOutcome::Queued { .. })))
             .count();
         self.metrics.pushed.inc_by(queued as u64);
+        self.count_pushed(
+            items
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, o)| matches!(o, Some(PushOutcome::Queued { .. })))
+                .map(|(item, _)| item.queue.as_str()),
+        );
         let mut written: Vec<(&str, &str)> = items
             .iter()
             .zip(&outcomes)

@@ -185,21 +185,21 @@ impl Broker {
         if let Ok(rows) = self.store.partition_stats(None).await {
             m.dlq_depth_by_queue.reset();
             m.expired_by_queue.reset();
-            let mut total = 0;
             for r in &rows {
                 if r.expired > 0 {
                     m.expired_by_queue
                         .with_label_values(&[r.queue.as_str()])
                         .add(r.expired);
                 }
-                total += r.dead_letter;
                 if r.dead_letter > 0 {
                     m.dlq_depth_by_queue
                         .with_label_values(&[r.queue.as_str()])
                         .add(r.dead_letter);
                 }
             }
-            m.dlq_depth.set(total);
+        }
+        if let Some(depth) = self.refresh_reference_series().await {
+            m.dlq_depth.with_label_values(&["cluster"]).set(depth);
         }
         self.refresh_stream_gauges().await;
         m.mesh_auth.reset();

@@ -115,8 +115,9 @@ impl Broker {
         }
     }
 
-    /// Wakes pops of what a committed transaction pushed or freed.
+    /// Counts a committed transaction and wakes pops of what it pushed or freed.
     pub(super) fn announce_tx(&self, outcomes: &[TxOutcome], store_ops: &[TxOperation]) {
+        self.count_transaction(outcomes, store_ops);
         for (o, op) in outcomes.iter().zip(store_ops) {
             match (o, op) {
                 (TxOutcome::Acked(a), TxOperation::Ack { group, .. }) => {

@@ -160,6 +160,11 @@ pub(super) const EVICTION_INTERVAL_MS: u64 = 60_000;
 pub(super) const EVICTION_BATCH_SIZE: i32 = 1_000;
 /// `STATS_INTERVAL_MS`, 10 s: the reference's period of the throughput rows.
 pub(super) const STATS_INTERVAL_MS: u64 = 10_000;
+
+/// `METRICS_QUEUE_SERIES_MAX`, 1 000: queues given the reference's per-queue
+/// series at one scrape (seven series each), the busiest of the last minute
+/// first; 7 000 series stay a cheap scrape for Prometheus.
+pub(super) const METRICS_QUEUE_SERIES_MAX: usize = 1_000;
 /// `EPHEMERAL_MAX_BYTES`, 256 MiB: the contract's broker-wide bound on ephemeral contents.
 pub(super) const EPHEMERAL_MAX_BYTES: u64 = 256 << 20;
 /// `EPHEMERAL_IDLE_SECONDS`, 300 s: the contract's idle time before an implicit queue is collected.

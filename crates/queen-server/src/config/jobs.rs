@@ -17,6 +17,8 @@ pub struct JobsConfig {
     pub eviction_interval: Duration,
     pub eviction_batch: i32,
     pub stats_interval: Duration,
+    /// Most queues with the reference's per-queue series on `/metrics/prometheus`.
+    pub metrics_queue_series_max: usize,
     /// Ephemeral queues (client-surface-2.6.md §10.5): the most payload bytes
     /// all of them may hold together; a push beyond answers `503 ephemeral_unavailable`.
     pub ephemeral_max_bytes: i64,
@@ -38,6 +40,10 @@ pub(super) fn read_jobs(r: &Reader<'_>) -> Result<JobsConfig, ConfigError> {
         eviction_interval: r.millis("EVICTION_INTERVAL", defaults::EVICTION_INTERVAL_MS)?,
         eviction_batch: r.parsed("EVICTION_BATCH_SIZE", defaults::EVICTION_BATCH_SIZE)?,
         stats_interval: r.millis("STATS_INTERVAL_MS", defaults::STATS_INTERVAL_MS)?,
+        metrics_queue_series_max: r.parsed(
+            "METRICS_QUEUE_SERIES_MAX",
+            defaults::METRICS_QUEUE_SERIES_MAX,
+        )?,
         ephemeral_max_bytes: i64::try_from(at_least_one(
             "EPHEMERAL_MAX_BYTES",
             r.parsed::<u64>("EPHEMERAL_MAX_BYTES", defaults::EPHEMERAL_MAX_BYTES)?,

@@ -7,6 +7,8 @@
 //!   the per-queue metrics history row (leader-gated, `METRICS_LOCK_KEY`);
 //! - `health`: this replica's health row, event loop lag, CPU, memory, pool,
 //!   spool (every replica);
+//! - `activity`: this replica's per-queue, per-minute counts and its share
+//!   of the cluster counters, added to PostgreSQL (every replica);
 //! - `planner_stats`: analyzes hot tables that changed a lot (every replica,
 //!   one at a time through an advisory lock inside the SQL function);
 //! - `retention`, `eviction`: leader-gated by a PostgreSQL advisory lock, so one
@@ -21,6 +23,7 @@
 //! - `spool_replay`: replays the disk spool into PostgreSQL once it is back
 //!   (every replica, its own spool).
 
+mod activity;
 mod db_watchdog;
 mod ephemeral;
 mod eviction;
@@ -81,6 +84,7 @@ pub fn spawn_all(
         }
     }));
     set.spawn(stats::run(broker.clone(), store.clone(), cancel.clone()));
+    set.spawn(activity::run(broker.clone(), cancel.clone()));
     set.spawn(health::run(broker.clone(), store.clone(), cancel.clone()));
     set.spawn(planner_stats::run(store.clone(), cancel.clone()));
     set.spawn(retention::run(

@@ -1,6 +1,7 @@
 //! Reads and admin writes of the ADMIN/SECONDARY routes, one file per area:
 //! dead letters, traces, consumer groups, statistics, single messages.
 
+mod activity;
 mod analytics;
 mod dlq;
 mod dlq_delete;
@@ -11,6 +12,7 @@ mod pg_health;
 mod stats;
 mod traces;
 
+pub use activity::{ActivityFlush, ClusterFigures, QueueMinute, ACTIVITY_COLUMNS};
 pub use analytics::{
     LagPoint, OpsPoint, ParkedPoint, QueuePolicy, RetentionRun, SeriesQuery, WorkerPoint,
 };
