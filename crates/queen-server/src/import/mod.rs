@@ -123,15 +123,17 @@ async fn check_key(source: &Source, cipher: Option<&PayloadCipher>) -> anyhow::R
     }
 }
 
-/// Clears the options the reference stores but never applies (sheet §1.2:
-/// `ttl` and `retry_delay` are read by no pop, ack, retention or eviction),
-/// which this broker enforces: carried across, they would expire or hold back
-/// messages the reference delivers. Returns what was left out, for the report.
+/// Clears the options the reference stores but never applies to its clients
+/// (sheet §1.2: `ttl` and `retry_delay` are read by no pop, ack, retention or
+/// eviction; `max_queue_size` by no push), which this broker enforces: carried
+/// across, they would expire, hold back or refuse messages the reference
+/// takes and delivers. Returns what was left out, for the report.
 fn unenforced_options(q: &mut SourceQueue) -> Vec<Skipped> {
     let mut out = Vec::new();
     for (option, value) in [
         ("ttl", &mut q.options.ttl),
         ("retryDelay", &mut q.options.retry_delay),
+        ("maxSize", &mut q.options.max_size),
     ] {
         if *value != 0 {
             out.push(Skipped {

@@ -70,6 +70,7 @@ async fn consumers_carry_on_from_the_reference_exactly_once_in_order() {
     assert!(
         skipped.contains(r#"option ttl=7200 of queue "jobs""#)
             && skipped.contains(r#"option retryDelay=2500 of queue "jobs""#)
+            && skipped.contains(r#"option maxSize=10000 of queue "jobs""#)
             && skipped.contains(r#"option ttl=3600 of queue "orders""#),
         "{skipped}"
     );
@@ -188,7 +189,7 @@ async fn consumers_carry_on_from_the_reference_exactly_once_in_order() {
         text.contains("order-flow") && text.contains("tenant-a") && text.contains("processing"),
         "{text}"
     );
-    // the queue's options came across (ttl and retryDelay as the reference applies them: not at all)
+    // the queue's options came across (ttl, retryDelay and maxSize as the reference applies them: not at all)
     let c = target.client().await.unwrap();
     let row = c
         .query_one(
@@ -211,7 +212,7 @@ async fn consumers_carry_on_from_the_reference_exactly_once_in_order() {
             row.get::<_, bool>(8),
             row.get::<_, String>(9),
         ),
-        (60, 1, 0, 0, 5, 10000, true, 86400, true, String::new())
+        (60, 1, 0, 0, 5, 0, true, 86400, true, String::new())
     );
     b.stop().await;
 }
