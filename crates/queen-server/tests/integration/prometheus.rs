@@ -272,6 +272,19 @@ async fn reference_series_count_a_known_workload_per_queue_and_across_replicas()
     }
     assert_eq!(servers, 1.0, "the stopped broker deleted its presence row");
     parked.abort();
+
+    // a broker started later (a restarted replica) answers the totals so
+    // far, not zero: nothing goes backwards
+    let b3 = replica(&db, "prom-3", &[]).await;
+    let s3 = parse(&prometheus_text(&b3).await);
+    for (name, n) in [
+        ("queen_cluster_push_messages_total", 6.0),
+        ("queen_cluster_pop_messages_total", 5.0),
+        ("queen_cluster_ack_messages_total", 5.0),
+        ("queen_cluster_dlq_total", 1.0),
+    ] {
+        assert_eq!(value(&s3, name, &cluster), n, "{name} on a new broker");
+    }
 }
 
 /// Every sample name of `scrape`; a histogram gives its `_bucket`, `_sum`
