@@ -335,6 +335,25 @@ try {
     await page.fill("#queue-search", "");
   });
 
+  await step("delete a consumer group on every queue from its page: cancel keeps it, confirm deletes it", async () => {
+    const REPORTING = "reporting";
+    await popAckFrom(QUEUE, REPORTING, 2, "completed");
+    const has = async () => (await call("GET", "/api/v1/consumer-groups")).some((g) => g.name === REPORTING);
+    if (!(await has())) throw new Error("the group was not created");
+    await page.goto(`${BASE}/#/group/${REPORTING}`);
+    await page.waitForSelector("#group-partitions tbody tr");
+    await page.click("#group-delete");
+    const said = await answerDialog("confirm", false);
+    if (!said.includes(REPORTING) || !said.includes("on every queue")) throw new Error("the dialog does not name the group: " + said);
+    if (!(await has())) throw new Error("gone after cancel");
+    await page.click("#group-delete");
+    await answerDialog("confirm", true);
+    await page.waitForFunction(() => location.hash === "#/groups");
+    if (await has()) throw new Error("still there after confirm");
+    await page.waitForSelector(`#groups tr[data-group="${GROUP}"]`);
+    if (await page.$(`#groups tr[data-group="${REPORTING}"]`)) throw new Error("still listed");
+  });
+
   await step("System view: PostgreSQL and the broker, with the replicas' health history", async () => {
     await page.goto(BASE + "/#/system");
     await page.waitForSelector("#pg-cards");
