@@ -30,9 +30,9 @@
 //! | spools are empty and refused nothing; no broker exited by itself | `spool`, `broker` | `final_state::spools_are_empty`, `final_state::no_broker_exited` |
 //! | the stream workload's keyed count is exact in state and sink | `stream-*` | `streams::check_streams` (its own table) |
 //!
-//! The timer, recurring-timer and lock-token workloads have rule tables of
-//! their own in [`timers`], [`recurring`] and [`locks`]; `workload::surface`
-//! runs them after [`check`].
+//! The timer, recurring-timer, lock-token and retry-delay workloads have
+//! rule tables of their own in [`timers`], [`recurring`], [`locks`] and
+//! [`retry_delay`]; `workload::surface` runs them after [`check`].
 
 mod acks;
 mod deliveries;
@@ -41,6 +41,7 @@ mod final_state;
 pub mod locks;
 mod producers;
 pub mod recurring;
+pub mod retry_delay;
 mod storage;
 pub mod streams;
 #[cfg(test)]

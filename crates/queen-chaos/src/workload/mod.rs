@@ -20,6 +20,7 @@ mod consume;
 pub mod locks;
 mod produce;
 pub mod recurring;
+pub mod retry_delay;
 pub mod stream;
 pub mod surface;
 pub mod timers;

@@ -1,7 +1,7 @@
-//! The timer, recurring-timer and lock workloads run beside the queue
-//! workload through the whole fault schedule: started with it, drained (or
-//! cancelled) after it, checked by the rules in `check::timers`,
-//! `check::recurring` and `check::locks`.
+//! The timer, recurring-timer, lock and retry-delay workloads run beside the
+//! queue workload through the whole fault schedule: started with it, drained
+//! (or cancelled) after it, checked by the rules in `check::timers`,
+//! `check::recurring`, `check::locks` and `check::retry_delay`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::locks::{self, LockJournal, LOCK_QUEUE};
 use super::recurring::{self, RecurringTimer};
+use super::retry_delay::{self, RetryRun};
 use super::timers::{self, TimerDelivery, TimerJournal, TimerOp, TIMER_QUEUE};
 use super::Control;
 use crate::check::Report;
@@ -31,6 +32,7 @@ pub struct Surface {
     consumers: Vec<JoinHandle<Vec<TimerDelivery>>>,
     lockers: Vec<JoinHandle<LockJournal>>,
     recurring: Vec<RecurringTimer>,
+    retry: RetryRun,
     urls: Arc<Vec<String>>,
     ctl: Arc<Control>,
     stop_consumers: Arc<AtomicBool>,
@@ -57,6 +59,7 @@ pub async fn start(
     }
     let stop_consumers = Arc::new(AtomicBool::new(false));
     let recurring = recurring::start(http, urls, &mut rng.fork(8000), || ctl.micros()).await;
+    let retry = retry_delay::start(http, urls, ctl, traffic_end, &mut rng.fork(9000)).await?;
     Ok(Surface {
         schedulers: (0..SCHEDULERS)
             .map(|i| {
@@ -91,6 +94,7 @@ pub async fn start(
             })
             .collect(),
         recurring,
+        retry,
         urls: urls.clone(),
         ctl: ctl.clone(),
         stop_consumers,
@@ -112,6 +116,8 @@ impl Surface {
         let ctl = self.ctl.clone();
         let rj = recurring::finish(&http, &self.urls, db, self.recurring, || ctl.micros()).await?;
         crate::check::recurring::check(report, &rj);
+        let retried = self.retry.finish(db).await?;
+        crate::check::retry_delay::check(report, &retried);
         let mut tj = TimerJournal::default();
         for h in self.schedulers {
             match tokio::time::timeout(Duration::from_secs(60), h).await {
