@@ -88,7 +88,7 @@ async fn workload(b1: &TestBroker, b2: &TestBroker, a: &str, b: &str) {
     // a's first failed ack dead-letters
     configure(b1, a, json!({ "retryLimit": 0 })).await;
     push_numbered(b1, a, "p", "a", 3).await;
-    push_numbered(b2, b, "p", "b", 2).await;
+    push_numbered(b2, b, "p", "b", 3).await;
 
     let body = pop_ok(b1, &pop_path(a, None, "batch=3&wait=false")).await;
     let msgs = messages(&body);
@@ -107,9 +107,14 @@ async fn workload(b1: &TestBroker, b2: &TestBroker, a: &str, b: &str) {
         "retryLimit 0: the failure dead-letters: {r}"
     );
 
+    // b: a whole lease acked in order (the one-statement ack path), then
+    // the last message acked by a transaction
     let body = pop_ok(b2, &pop_path(b, None, "batch=2&wait=false")).await;
+    assert_eq!(messages(&body).len(), 2);
+    ack_all_completed(b2, &body, None).await;
+    let body = pop_ok(b2, &pop_path(b, None, "batch=1&wait=false")).await;
     let msgs = messages(&body);
-    assert_eq!(msgs.len(), 2);
+    assert_eq!(msgs.len(), 1);
     let ack_op = |m: &Value| {
         json!({ "type": "ack", "transactionId": m["transactionId"],
                 "partitionId": m["partitionId"], "leaseId": m["leaseId"],
@@ -118,7 +123,7 @@ async fn workload(b1: &TestBroker, b2: &TestBroker, a: &str, b: &str) {
     let (code, res) = b2
         .post(
             "/api/v1/transaction",
-            &json!({ "operations": [ack_op(&msgs[0]), ack_op(&msgs[1]),
+            &json!({ "operations": [ack_op(&msgs[0]),
                 { "type": "push", "items": [
                     { "queue": a, "partition": "p", "payload": { "from": "tx" },
                       "transactionId": "tx-push" } ] }] }),
@@ -180,10 +185,11 @@ async fn reference_series_count_a_known_workload_per_queue_and_across_replicas()
     assert_eq!(q("queen_queue_parked_consumers", &a), 0.0);
     let lag = q("queen_queue_pop_lag_milliseconds", &a);
     assert!((0.0..60_000.0).contains(&lag), "pop lag of a: {lag}");
-    // b: 2 pushed, popped, acked by the transaction; one empty pop; one parked now
-    assert_eq!(q("queen_queue_push_messages_per_minute", &b), 2.0);
-    assert_eq!(q("queen_queue_pop_messages_per_minute", &b), 2.0);
-    assert_eq!(q("queen_queue_ack_per_minute", &b), 2.0);
+    // b: 3 pushed and popped, 2 acked in one request and 1 by the
+    // transaction; one empty pop; one parked now
+    assert_eq!(q("queen_queue_push_messages_per_minute", &b), 3.0);
+    assert_eq!(q("queen_queue_pop_messages_per_minute", &b), 3.0);
+    assert_eq!(q("queen_queue_ack_per_minute", &b), 3.0);
     assert_eq!(q("queen_queue_pop_empty_per_minute", &b), 1.0);
     assert_eq!(q("queen_queue_transactions_per_minute", &b), 1.0);
     assert_eq!(q("queen_queue_parked_consumers", &b), 1.0);
@@ -199,14 +205,14 @@ async fn reference_series_count_a_known_workload_per_queue_and_across_replicas()
     // the cluster totals, the same on both replicas
     let cluster = [("scope", "cluster")];
     for s in [&s1, &s2] {
-        assert_eq!(value(s, "queen_cluster_push_messages_total", &cluster), 6.0);
+        assert_eq!(value(s, "queen_cluster_push_messages_total", &cluster), 7.0);
         assert_eq!(value(s, "queen_cluster_push_requests_total", &cluster), 3.0);
-        assert_eq!(value(s, "queen_cluster_pop_messages_total", &cluster), 5.0);
-        assert_eq!(value(s, "queen_cluster_pop_requests_total", &cluster), 3.0);
-        assert_eq!(value(s, "queen_cluster_ack_messages_total", &cluster), 5.0);
-        assert_eq!(value(s, "queen_cluster_ack_requests_total", &cluster), 3.0);
+        assert_eq!(value(s, "queen_cluster_pop_messages_total", &cluster), 6.0);
+        assert_eq!(value(s, "queen_cluster_pop_requests_total", &cluster), 4.0);
+        assert_eq!(value(s, "queen_cluster_ack_messages_total", &cluster), 6.0);
+        assert_eq!(value(s, "queen_cluster_ack_requests_total", &cluster), 4.0);
         for (result, n) in [
-            ("success", 4.0),
+            ("success", 5.0),
             ("failed", 0.0),
             ("dlq", 1.0),
             ("refused", 0.0),
@@ -224,10 +230,13 @@ async fn reference_series_count_a_known_workload_per_queue_and_across_replicas()
         assert!(value(s, "queen_db_pool_size", &[]) > 0.0);
         assert_eq!(value(s, "queen_maintenance_mode_enabled", &[]), 0.0);
     }
-    // METRICS_QUEUE_SERIES_MAX=1: the busiest queue only
+    // METRICS_QUEUE_SERIES_MAX=1: the busiest queue only (b: 3 pushed, 3
+    // popped, 3 acked, 1 empty pop, 1 transaction, 1 parked; a: 4, 3, 3, 0, 1, 0)
     for name in PER_QUEUE {
-        assert_eq!(queues_of(&s2, name), BTreeSet::from([a.clone()]), "{name}");
+        assert_eq!(queues_of(&s2, name), BTreeSet::from([b.clone()]), "{name}");
     }
+    // b's whole lease went through the one-statement ack path, and counted
+    assert!(value(&s2, "queen_consume_statement_total", &[("op", "ack")]) >= 1.0);
 
     // the series the deploy/ files use are all exported
     let exported = exported_names(&s1);
@@ -278,9 +287,9 @@ async fn reference_series_count_a_known_workload_per_queue_and_across_replicas()
     let b3 = replica(&db, "prom-3", &[]).await;
     let s3 = parse(&prometheus_text(&b3).await);
     for (name, n) in [
-        ("queen_cluster_push_messages_total", 6.0),
-        ("queen_cluster_pop_messages_total", 5.0),
-        ("queen_cluster_ack_messages_total", 5.0),
+        ("queen_cluster_push_messages_total", 7.0),
+        ("queen_cluster_pop_messages_total", 6.0),
+        ("queen_cluster_ack_messages_total", 6.0),
         ("queen_cluster_dlq_total", 1.0),
     ] {
         assert_eq!(value(&s3, name, &cluster), n, "{name} on a new broker");
