@@ -34,6 +34,11 @@ pub struct Message {
     /// The queue, when the broker names it (this broker always does).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// How many times the message has been handed to this consumer group,
+    /// this delivery included (1 on the first), when the broker says it
+    /// (this broker always does; see the queue's `retryDelay`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_attempt: Option<u32>,
 }
 
 impl Message {

@@ -204,6 +204,10 @@ async fn failed_acks_retry_then_dead_letter_and_the_dlq_lists_them() {
     assert!(r.success && !r.dlq, "{r:?}");
     let second = c.queue(&q).group("g").wait(false).pop().await.unwrap();
     assert_eq!(second[0].transaction_id, first[0].transaction_id);
+    assert_eq!(
+        (first[0].delivery_attempt, second[0].delivery_attempt),
+        (Some(1), Some(2))
+    );
     let r = c
         .ack_with(&second[0], AckStatus::Failed, Some("boom again"))
         .await
