@@ -70,8 +70,8 @@ pub use buffer::{BufferOptions, BufferStats, BufferedProducer};
 pub use client::{AckRequest, Client, ClientBuilder};
 pub use consume::ConsumeStats;
 pub use dlq::DlqQuery;
-pub use path::segment;
 pub use error::{BoxError, Error, Result};
+pub use path::segment;
 pub use queue::{Queue, QueueOptions, SubscriptionMode};
 /// Re-exported for [`Queue::until`].
 pub use tokio_util::sync::CancellationToken;
