@@ -83,7 +83,7 @@ impl Store {
     /// (queue, partition, transactionId) keys ([`fold_repeats`]). Concurrent
     /// calls share a transaction (group commit, see `store/batcher.rs`).
     /// `bounded[i]`: item `i` is held to its queue's `maxSize` (see
-    /// [`append_bounded`]); empty when none is.
+    /// `append_bounded`); empty when none is.
     pub async fn append(
         &self,
         items: &[NewMessage],
