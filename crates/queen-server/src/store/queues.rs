@@ -94,32 +94,7 @@ impl Store {
     ) -> Result<(QueueRow, Uuid), StoreError> {
         with_op!(self.db, DbOp::ConfigureQueue, |client| {
             let tx = client.transaction().await?;
-            let sql = format!(
-                    "INSERT INTO queen.queues (id, name, namespace, task, lease_time, retry_limit, retry_delay,
-                         retry_backoff, retry_delay_max, max_size, ttl, priority, delayed_processing,
-                         window_buffer, dead_letter_queue, dlq_after_max_retries, retention_enabled,
-                         retention_seconds, completed_retention_seconds, encryption_enabled,
-                         max_wait_time_seconds)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18,
-                             $19, $20, $21)
-                     ON CONFLICT (name) DO UPDATE SET
-                         namespace = EXCLUDED.namespace, task = EXCLUDED.task,
-                         lease_time = EXCLUDED.lease_time, retry_limit = EXCLUDED.retry_limit,
-                         retry_delay = EXCLUDED.retry_delay, retry_backoff = EXCLUDED.retry_backoff,
-                         retry_delay_max = EXCLUDED.retry_delay_max,
-                         max_size = EXCLUDED.max_size, ttl = EXCLUDED.ttl,
-                         priority = EXCLUDED.priority, delayed_processing = EXCLUDED.delayed_processing,
-                         window_buffer = EXCLUDED.window_buffer, dead_letter_queue = EXCLUDED.dead_letter_queue,
-                         dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
-                         retention_enabled = EXCLUDED.retention_enabled,
-                         retention_seconds = EXCLUDED.retention_seconds,
-                         completed_retention_seconds = EXCLUDED.completed_retention_seconds,
-                         encryption_enabled = EXCLUDED.encryption_enabled,
-                         max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
-                         config_version = queen.queues.config_version + 1,
-                         updated_at = now()
-                     RETURNING {QUEUE_COLUMNS}"
-                );
+            let sql = upsert_queue_sql(&[], false, QUEUE_COLUMNS);
             let id = Uuid::now_v7();
             let mut params: Vec<&(dyn ToSql + Sync)> = vec![&id, &name, &namespace, &task];
             params.extend(option_params(o));
@@ -205,6 +180,69 @@ pub(super) async fn ensure_queue_with(
     let stmt = client.prepare_cached(&select).await?;
     let row = client.query_one(&stmt, &[&name]).await?;
     QueueRow::from_row(&row)
+}
+
+/// The columns of [`option_params`], in its order.
+const OPTION_COLUMNS: [&str; 17] = [
+    "lease_time",
+    "retry_limit",
+    "retry_delay",
+    "retry_backoff",
+    "retry_delay_max",
+    "max_size",
+    "ttl",
+    "priority",
+    "delayed_processing",
+    "window_buffer",
+    "dead_letter_queue",
+    "dlq_after_max_retries",
+    "retention_enabled",
+    "retention_seconds",
+    "completed_retention_seconds",
+    "encryption_enabled",
+    "max_wait_time_seconds",
+];
+
+/// The one statement that creates or reconfigures a queue: parameters `$1`
+/// id, `$2` name, `$3` namespace, `$4` task, then [`option_params`], then one
+/// per `extra` column (written on insert only). A conflict on the name
+/// replaces namespace, task and every option and bumps `config_version`;
+/// with `only_changed`, only when one of them differs (else no row comes back).
+pub(super) fn upsert_queue_sql(extra: &[&str], only_changed: bool, returning: &str) -> String {
+    let updated: Vec<&str> = ["namespace", "task"]
+        .into_iter()
+        .chain(OPTION_COLUMNS)
+        .collect();
+    let columns: Vec<&str> = ["id", "name"]
+        .into_iter()
+        .chain(updated.iter().copied())
+        .chain(extra.iter().copied())
+        .collect();
+    let values: Vec<String> = (1..=columns.len()).map(|i| format!("${i}")).collect();
+    let set: Vec<String> = updated
+        .iter()
+        .map(|c| format!("{c} = EXCLUDED.{c}"))
+        .collect();
+    let changed = if only_changed {
+        let tuple = |prefix: &str| {
+            let cols: Vec<String> = updated.iter().map(|c| format!("{prefix}.{c}")).collect();
+            cols.join(", ")
+        };
+        format!(
+            " WHERE ({}) IS DISTINCT FROM ({})",
+            tuple("qu"),
+            tuple("EXCLUDED")
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "INSERT INTO queen.queues AS qu ({}) VALUES ({}) ON CONFLICT (name) DO UPDATE SET {}, \
+         config_version = qu.config_version + 1, updated_at = now(){changed} RETURNING {returning}",
+        columns.join(", "),
+        values.join(", "),
+        set.join(", ")
+    )
 }
 
 /// The 17 options of a queue as statement parameters, in this order:

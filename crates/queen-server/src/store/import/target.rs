@@ -15,7 +15,7 @@ use super::{
     CursorWrite, DeadLetterWrite, ImportMessage, SourceQueue, SourceSubscription, SourceTrace,
 };
 use crate::store::push::{append_dated, AppendStatus, NewMessage};
-use crate::store::queues::option_params;
+use crate::store::queues::{option_params, upsert_queue_sql};
 use crate::store::{Store, StoreError};
 
 /// How far a source partition was imported.
@@ -52,45 +52,7 @@ impl Store {
         params.extend(option_params(&q.options));
         params.push(&q.created_at);
         let row = client
-            .query_opt(
-                "INSERT INTO queen.queues AS qu (id, name, namespace, task, lease_time, retry_limit,
-                     retry_delay, retry_backoff, retry_delay_max, max_size, ttl, priority,
-                     delayed_processing, window_buffer, dead_letter_queue, dlq_after_max_retries,
-                     retention_enabled, retention_seconds, completed_retention_seconds,
-                     encryption_enabled, max_wait_time_seconds, created_at)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20,
-                         $21, $22)
-                 ON CONFLICT (name) DO UPDATE SET
-                     namespace = EXCLUDED.namespace, task = EXCLUDED.task,
-                     lease_time = EXCLUDED.lease_time, retry_limit = EXCLUDED.retry_limit,
-                     retry_delay = EXCLUDED.retry_delay, retry_backoff = EXCLUDED.retry_backoff,
-                     retry_delay_max = EXCLUDED.retry_delay_max,
-                     max_size = EXCLUDED.max_size, ttl = EXCLUDED.ttl,
-                     priority = EXCLUDED.priority, delayed_processing = EXCLUDED.delayed_processing,
-                     window_buffer = EXCLUDED.window_buffer, dead_letter_queue = EXCLUDED.dead_letter_queue,
-                     dlq_after_max_retries = EXCLUDED.dlq_after_max_retries,
-                     retention_enabled = EXCLUDED.retention_enabled,
-                     retention_seconds = EXCLUDED.retention_seconds,
-                     completed_retention_seconds = EXCLUDED.completed_retention_seconds,
-                     encryption_enabled = EXCLUDED.encryption_enabled,
-                     max_wait_time_seconds = EXCLUDED.max_wait_time_seconds,
-                     config_version = qu.config_version + 1, updated_at = now()
-                 WHERE (qu.namespace, qu.task, qu.lease_time, qu.retry_limit, qu.retry_delay,
-                        qu.retry_backoff, qu.retry_delay_max, qu.max_size,
-                        qu.ttl, qu.priority, qu.delayed_processing, qu.window_buffer, qu.dead_letter_queue,
-                        qu.dlq_after_max_retries, qu.retention_enabled, qu.retention_seconds,
-                        qu.completed_retention_seconds, qu.encryption_enabled, qu.max_wait_time_seconds)
-                     IS DISTINCT FROM
-                       (EXCLUDED.namespace, EXCLUDED.task, EXCLUDED.lease_time, EXCLUDED.retry_limit,
-                        EXCLUDED.retry_delay, EXCLUDED.retry_backoff, EXCLUDED.retry_delay_max,
-                        EXCLUDED.max_size, EXCLUDED.ttl, EXCLUDED.priority,
-                        EXCLUDED.delayed_processing, EXCLUDED.window_buffer, EXCLUDED.dead_letter_queue,
-                        EXCLUDED.dlq_after_max_retries, EXCLUDED.retention_enabled,
-                        EXCLUDED.retention_seconds, EXCLUDED.completed_retention_seconds,
-                        EXCLUDED.encryption_enabled, EXCLUDED.max_wait_time_seconds)
-                 RETURNING id",
-                &params,
-            )
+            .query_opt(&upsert_queue_sql(&["created_at"], true, "id"), &params)
             .await?;
         if let Some(row) = row {
             return Ok((row.try_get("id")?, true));
