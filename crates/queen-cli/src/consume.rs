@@ -44,13 +44,7 @@ async fn ack_popped(
     let results = client
         .ack_batch(messages, AckStatus::Completed, None)
         .await
-        .map_err(|e| {
-            let text = format!(
-                "the messages were printed but not acked: {}",
-                output::one_line(&e)
-            );
-            Failure::like(&e, text)
-        })?;
+        .map_err(output::printed_not_acked)?;
     let refused: Vec<String> = results
         .iter()
         .filter(|r| !r.success)

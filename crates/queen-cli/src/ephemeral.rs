@@ -278,13 +278,7 @@ async fn pop(client: &Client, a: EphemeralPop, out: Format) -> Result<(), Failur
         .admin()
         .post_json("/api/v1/ephemeral/ack", &body)
         .await
-        .map_err(|e| {
-            let text = format!(
-                "the messages were printed but not acked: {}",
-                output::one_line(&e)
-            );
-            Failure::like(&e, text)
-        })?;
+        .map_err(output::printed_not_acked)?;
     let refused: Vec<String> = items(&r, "results")
         .iter()
         .filter(|x| x["outcome"] != "acked")

@@ -104,6 +104,13 @@ fn root_cause(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// An error on one line, naming what failed and the root cause.
+/// The failure of an ack after the messages were printed: the same class as
+/// the client error, saying that what was printed is not acked.
+pub fn printed_not_acked(e: queen_client::Error) -> Failure {
+    let text = format!("the messages were printed but not acked: {}", one_line(&e));
+    Failure::like(&e, text)
+}
+
 pub fn one_line(e: &queen_client::Error) -> String {
     use queen_client::Error;
     let text = match e {

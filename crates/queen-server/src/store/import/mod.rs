@@ -112,16 +112,9 @@ pub struct SourceTrace {
     pub created_at: DateTime<Utc>,
 }
 
-/// A message to append, its payload in this broker's stored form.
-#[derive(Debug, Clone)]
-pub struct ImportMessage {
-    pub id: Uuid,
-    pub transaction_id: String,
-    pub trace_id: Option<Uuid>,
-    pub payload: String,
-    pub created_at: DateTime<Utc>,
-    pub producer_sub: Option<String>,
-}
+/// A message to append: a source message whose payload was put in this
+/// broker's stored form (opened and sealed again with this broker's key).
+pub type ImportMessage = SourceMessage;
 
 /// A cursor to write: the group's position as a source key (the next message
 /// is the first imported one after it), `None` = from the oldest.
