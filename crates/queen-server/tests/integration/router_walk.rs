@@ -73,7 +73,9 @@ async fn fingerprint_sql(client: &tokio_postgres::Client) -> String {
         "SELECT table_name FROM information_schema.tables
          WHERE table_schema = 'queen' AND table_type = 'BASE TABLE'
            AND table_name NOT IN ('metrics_history', 'replica_stats', 'job_runs',
-                                  'schema_history', 'function_history', 'system_state')
+                                  'schema_history', 'function_history', 'system_state',
+                                  'cluster_counters', 'queue_activity',
+                                  'replica_presence', 'replica_health')
          ORDER BY 1",
     )
     .await;
