@@ -362,8 +362,8 @@ async fn maintenance_reaches_other_replicas_by_reconcile_when_the_hint_is_lost()
     }
 }
 
-/// Replays a captured handshake to the listener it was captured on, then
-/// sends an unsigned MAINTENANCE_MODE_SET on the genuine connection.
+/// Sends an unsigned MAINTENANCE_MODE_SET on a genuine connection, then
+/// replays its captured handshake to the listener it was captured on.
 /// Returns (replay accepted, forged frame applied).
 async fn replay_and_forge(auth: &str) -> (bool, bool) {
     let mut extra = vec![("QUEEN_SYNC_SECRET", "s3cret")];
@@ -387,13 +387,8 @@ async fn replay_and_forge(auth: &str) -> (bool, bool) {
         "the genuine handshake is accepted"
     );
 
-    let mut replay = mesh_stream(port).await;
-    replay.write_all(&captured).await.unwrap();
-    // windows long enough for a loaded machine: each outcome that is expected
-    // ends its wait early (a refused replay closes, an applied hint shows)
-    let replay_accepted = !closed_within(&mut replay, Duration::from_secs(3)).await;
-
-    // an unsigned hint on the genuinely opened connection
+    // an unsigned hint on the genuinely opened connection (sent before the
+    // replay: a second connection of the same peer may take the first's place)
     let forged = Frame::MaintenanceModeSet(MaintenanceModeSet {
         mode: MaintenanceKind::Pop,
         enabled: true,
@@ -403,6 +398,13 @@ async fn replay_and_forge(auth: &str) -> (bool, bool) {
         pop_maintenance_on_cached(c.node(0))
     })
     .await;
+
+    // a window long enough for a loaded machine to refuse the replay, and
+    // shorter than the silence (3 s at least) after which the listener
+    // closes any connection
+    let mut replay = mesh_stream(port).await;
+    replay.write_all(&captured).await.unwrap();
+    let replay_accepted = !closed_within(&mut replay, Duration::from_secs(2)).await;
     (replay_accepted, applied)
 }
 
