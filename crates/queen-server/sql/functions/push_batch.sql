@@ -11,28 +11,17 @@
 -- with the new message id, or 'duplicate' with the id of the message that
 -- owns the transactionId already. With p_strict a stored duplicate raises
 -- unique_violation instead (transactions).
--- p_bounded (NULL when no item is) marks the items their queue's maxSize
--- applies to (the broker decides from its cached queue options; NULL costs
--- nothing). For those queues, under a transaction-level advisory lock per
--- queue (class 21024, so pushes of one bounded queue decide one at a time,
--- on every replica), the messages not yet consumed are counted: per
--- partition, those past its slowest cursor (queue mode or any consumer
--- group; a partition nobody popped counts whole). When the call's items
--- could take a queue past its bound, its fresh bounded items are admitted in
--- array order while the count stays within max_size (otherwise nothing more
--- is read: the lock and the count are the whole cost); the rest
--- come back 'full' with the bound (column bound) and no partition, and take
--- no room, create no partition and store nothing. A stored transactionId is
--- a duplicate and takes no room. Items not bounded (spool replays) are always
--- stored and count like the others. With p_strict an overflow raises instead
--- (P0001, naming the queue, the bound and the first transactionId refused).
+-- p_skip (NULL for every call but queen.push_bounded's) lists positions
+-- not to append: items refused by their queue's maxSize. They create no
+-- partition and get no row.
 -- p_created_ats (NULL for every push path but the importer) gives items
 -- their createdAt; each is raised to the partition's newest time and to the
 -- items before it, so createdAt still never moves backwards, and the items
 -- of one partition with one time make one segment.
 -- Called by: the store's push path (`append_with`: the batcher's flights,
--- and pushes inside transactions) and `queen-server import`
--- (`store/import/target.rs`, through `append_dated`).
+-- and pushes inside transactions), queen.push_bounded (pushes held to a
+-- maxSize) and `queen-server import` (`store/import/target.rs`, through
+-- `append_dated`).
 
 CREATE OR REPLACE FUNCTION queen.push_batch(
     p_queue_ids      uuid[],
@@ -44,8 +33,8 @@ CREATE OR REPLACE FUNCTION queen.push_batch(
     p_producer_subs  text[],
     p_strict         boolean,
     p_created_ats    timestamptz[],
-    p_bounded        boolean[] DEFAULT NULL
-) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid, bound integer)
+    p_skip           integer[] DEFAULT NULL
+) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_now   timestamptz := clock_timestamp();
@@ -55,67 +44,12 @@ DECLARE
     v_nexts bigint[];
     v_lasts timestamptz[];
     v_dup   text;
-    -- positions (1-based) refused by their queue's maxSize, and that bound
-    v_refused integer[];
-    v_bounds  integer[];
-    v_qname   text;
-    -- bounded queues this call could overflow: id, messages held, bound, name
-    v_tight   uuid[];
-    v_held    bigint[];
-    v_max     integer[];
-    v_tnames  text[];
 BEGIN
-    -- 0. maxSize: which bounded items fit (nothing runs when none is bounded)
-    IF p_bounded IS NOT NULL THEN
-        -- one decision per bounded queue at a time, locks taken in key order
-        PERFORM pg_advisory_xact_lock(21024, l.k)
-        FROM (SELECT DISTINCT hashtext(t.q::text) AS k
-              FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b ORDER BY 1) l;
-        -- the bounded queues this call could take past their bound, with
-        -- what they hold: per partition, the messages past its slowest cursor
-        SELECT array_agg(b.id), array_agg(b.held), array_agg(b.max_size), array_agg(b.name)
-        INTO v_tight, v_held, v_max, v_tnames
-        FROM (SELECT q.id, q.name, q.max_size,
-                     (SELECT coalesce(sum(p.next_offset - greatest(p.low_offset,
-                                 coalesce((SELECT min(lc.committed_offset) FROM queen.log_consumers lc
-                                           WHERE lc.partition_id = p.id), 0) + 1)), 0)
-                      FROM queen.partitions p WHERE p.queue_id = q.id) AS held,
-                     (SELECT count(*) FROM unnest(p_queue_ids) AS u(uq) WHERE u.uq = q.id) AS n
-              FROM queen.queues q
-              WHERE q.id IN (SELECT t.q FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b)
-                AND q.max_size > 0) b
-        WHERE b.held + b.n > b.max_size;
-        -- only then which items fit: fresh ones in array order while there is room
-        IF v_tight IS NOT NULL THEN
-            WITH ranked AS (
-                SELECT t.i::integer AS i, t.b, bq.name, bq.max_size,
-                       bq.held + row_number() OVER (PARTITION BY t.q ORDER BY t.i) AS fill
-                FROM unnest(p_queue_ids, p_partitions, p_bounded) WITH ORDINALITY AS t(q, p, b, i)
-                JOIN unnest(v_tight, v_held, v_max, v_tnames) AS bq(id, held, max_size, name)
-                  ON bq.id = t.q
-                -- a stored transactionId takes no room (one probe per item, as below)
-                WHERE (SELECT k.message_id FROM queen.message_keys k
-                       WHERE k.partition_id = (SELECT pt.id FROM queen.partitions pt
-                                               WHERE pt.queue_id = t.q AND pt.name = t.p)
-                         AND k.transaction_id = p_txn_ids[t.i]) IS NULL
-            )
-            SELECT array_agg(r.i ORDER BY r.i), array_agg(r.max_size ORDER BY r.i),
-                   (array_agg(r.name ORDER BY r.i))[1]
-            INTO v_refused, v_bounds, v_qname
-            FROM ranked r
-            WHERE r.b AND r.fill > r.max_size;
-        END IF;
-        IF p_strict AND v_refused IS NOT NULL THEN
-            RAISE EXCEPTION 'PUSH operation failed: queue % is full (maxSize %): transactionId % does not fit',
-                v_qname, v_bounds[1], p_txn_ids[v_refused[1]] USING ERRCODE = 'P0001';
-        END IF;
-    END IF;
-
     -- 1. every partition exists
     INSERT INTO queen.partitions (id, queue_id, name)
     SELECT gen_random_uuid(), d.q, d.p
     FROM (SELECT DISTINCT t.q, t.p FROM unnest(p_queue_ids, p_partitions) WITH ORDINALITY AS t(q, p, i)
-          WHERE v_refused IS NULL OR t.i <> ALL (v_refused)) d
+          WHERE p_skip IS NULL OR t.i <> ALL (p_skip)) d
     WHERE NOT EXISTS (SELECT 1 FROM queen.partitions pt WHERE pt.queue_id = d.q AND pt.name = d.p)
     ON CONFLICT (queue_id, name) DO NOTHING;
 
@@ -128,7 +62,7 @@ BEGIN
           FROM queen.partitions pt
           JOIN (SELECT DISTINCT t.q, t.p
                 FROM unnest(p_queue_ids, p_partitions) WITH ORDINALITY AS t(q, p, i)
-                WHERE v_refused IS NULL OR t.i <> ALL (v_refused)) d
+                WHERE p_skip IS NULL OR t.i <> ALL (p_skip)) d
             ON pt.queue_id = d.q AND pt.name = d.p
           ORDER BY pt.id
           FOR UPDATE OF pt) l;
@@ -157,7 +91,7 @@ BEGIN
                         coalesce(pa.lastc, '-infinity'::timestamptz)) AS ca
         FROM unnest(p_queue_ids, p_partitions) WITH ORDINALITY AS t(q, p, i)
         JOIN parts pa ON pa.qid = t.q AND pa.pname = t.p
-        WHERE v_refused IS NULL OR t.i <> ALL (v_refused)
+        WHERE p_skip IS NULL OR t.i <> ALL (p_skip)
     ), marked AS (
         SELECT it.i, it.pid, it.nxt, it.ca,
                (SELECT k.message_id FROM queen.message_keys k
@@ -193,11 +127,7 @@ BEGIN
     SELECT m.i,
            CASE WHEN m.dup_id IS NULL THEN 'queued' ELSE 'duplicate' END,
            coalesce(m.dup_id, p_message_ids[m.i]),
-           m.pid,
-           NULL::integer
-    FROM marked m
-    UNION ALL
-    SELECT r.i, 'full', p_message_ids[r.i], NULL::uuid, r.b
-    FROM unnest(v_refused, v_bounds) AS r(i, b);
+           m.pid
+    FROM marked m;
 END;
 $$;

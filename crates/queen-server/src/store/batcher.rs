@@ -205,7 +205,7 @@ async fn one_call(
         if bounded.is_empty() {
             append_with(&*client, items, false).await
         } else {
-            append_bounded(&*client, items, false, bounded).await
+            append_bounded(&*client, items, false, bounded, true).await
         }
     });
     if items.iter().map(|m| m.payload.len()).sum::<usize>() > BIG_CALL_BYTES {

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
+use tokio_postgres::types::ToSql;
 use uuid::Uuid;
 
 use super::{col, rows_into, Store, StoreError};
@@ -110,18 +111,32 @@ pub(super) async fn append_with(
 }
 
 /// [`append_with`] where `bounded[i]` says whether item `i` is held to its
-/// queue's `maxSize` (set from the queue's options when they have one, so a
-/// call without a bounded item runs no step of the bound in
-/// `queen.push_batch`); a refused item comes back [`AppendStatus::Full`].
+/// queue's `maxSize` (set from the queue's options when they have one); a
+/// call with a bounded item is `queen.push_bounded`'s, one without runs no
+/// step of the bound. A refused item comes back [`AppendStatus::Full`].
+/// `alone`: the call is its own transaction (a flight), so it goes the
+/// optimistic way first and, when that gives up (SQLSTATE `QB001`, nothing
+/// written), is made again deciding; calls inside a longer transaction
+/// decide at once.
 pub(super) async fn append_bounded(
     client: &impl GenericClient,
     items: &[NewMessage],
     strict: bool,
     bounded: &[bool],
+    alone: bool,
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     debug_assert_eq!(items.len(), bounded.len());
-    push_batch(client, items, strict, None, Some(bounded)).await
+    if alone {
+        match push_batch(client, items, strict, None, Some((bounded, false))).await {
+            Err(StoreError::Other(e)) if e.code().is_some_and(|c| c.code() == GAVE_UP) => {}
+            other => return other,
+        }
+    }
+    push_batch(client, items, strict, None, Some((bounded, true))).await
 }
+
+/// SQLSTATE of `queen.push_bounded` giving the optimistic way up.
+const GAVE_UP: &str = "QB001";
 
 /// [`append_with`] with the createdAt of each item (the importer's messages
 /// keep the source's times); `queen.push_batch` raises a time that would
@@ -140,7 +155,7 @@ async fn push_batch(
     items: &[NewMessage],
     strict: bool,
     created_ats: Option<&[DateTime<Utc>]>,
-    bounded: Option<&[bool]>,
+    bounded: Option<(&[bool], bool)>,
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     if items.is_empty() {
         return Ok(Vec::new());
@@ -152,18 +167,38 @@ async fn push_batch(
     let trace_ids: Vec<Option<Uuid>> = items.iter().map(|m| m.trace_id).collect();
     let payloads: Vec<&str> = items.iter().map(|m| m.payload.as_str()).collect();
     let subs: Vec<Option<&str>> = items.iter().map(|m| m.producer_sub.as_deref()).collect();
-    // NULL when no item is bounded: push_batch then skips the bound entirely
-    let bounded: Option<&[bool]> = bounded.filter(|b| b.contains(&true));
-    let stmt = client
-        .prepare_cached(
-            "SELECT idx, status, message_id, partition_id, bound
-             FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-        )
-        .await?;
-    let rows = client
-        .query(
-            &stmt,
-            &[
+    // a call with a bounded item goes to queen.push_bounded; every other
+    // call takes no step of the bound
+    let rows = match bounded.filter(|(b, _)| b.contains(&true)) {
+        Some((bounded, decide)) => {
+            let stmt = client
+                .prepare_cached(
+                    "SELECT idx, status, message_id, partition_id, bound
+                     FROM queen.push_bounded($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                )
+                .await?;
+            let params: [&(dyn ToSql + Sync); 10] = [
+                &queue_ids,
+                &partitions,
+                &message_ids,
+                &txn_ids,
+                &trace_ids,
+                &payloads,
+                &subs,
+                &strict,
+                &bounded,
+                &decide,
+            ];
+            client.query(&stmt, &params).await?
+        }
+        None => {
+            let stmt = client
+                .prepare_cached(
+                    "SELECT idx, status, message_id, partition_id, NULL::integer AS bound
+                     FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                )
+                .await?;
+            let params: [&(dyn ToSql + Sync); 9] = [
                 &queue_ids,
                 &partitions,
                 &message_ids,
@@ -173,10 +208,10 @@ async fn push_batch(
                 &subs,
                 &strict,
                 &created_ats,
-                &bounded,
-            ],
-        )
-        .await?;
+            ];
+            client.query(&stmt, &params).await?
+        }
+    };
     let mut out = rows_into(&rows, |r| {
         let idx: i32 = col(r, "idx")?;
         let status: &str = col(r, "status")?;

@@ -145,9 +145,10 @@ fn push_run_end(ops: &[TxOperation], start: usize) -> usize {
     end
 }
 
-/// Appends one run of pushes (no repeated keys) with one `queen.push_batch`.
-/// Pushes to a queue with a `maxSize` (as this transaction reads it) are
-/// held to it: one that does not fit fails the transaction.
+/// Appends one run of pushes (no repeated keys) with one `queen.push_batch`
+/// call, or `queen.push_bounded` when a push goes to a queue with a
+/// `maxSize` (as this transaction reads it): one that does not fit fails the
+/// transaction.
 async fn push_run<'a>(
     tx: &deadpool_postgres::Transaction<'_>,
     run: &'a [TxOperation],
@@ -181,7 +182,7 @@ async fn push_run<'a>(
         bounded.push(bound);
     }
     if bounded.contains(&true) {
-        append_bounded(tx, &messages, true, &bounded).await
+        append_bounded(tx, &messages, true, &bounded, false).await
     } else {
         append_with(tx, &messages, true).await
     }

@@ -353,22 +353,42 @@ async fn a_timer_into_a_full_queue_is_refused_until_dead_lettered() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_pushers_on_two_brokers_never_overshoot() {
+    // a small bound: every push decides, one at a time
+    race_on_two_brokers(50, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_far_from_a_big_bound_run_side_by_side_and_never_overshoot_it() {
+    // 8 000 items for 6 500 places: the first pushes go the optimistic way
+    // (more than 6 000 of room), the rest decide
+    race_on_two_brokers(6_500, 50).await;
+}
+
+/// Eight tasks on two brokers push 10 times `2 * half` items each (half to
+/// one of four shared partitions, half to a partition of their own) into a
+/// queue with `maxSize` `max`, more than fits: exactly `max` are stored, no
+/// partition is left empty, and no push deadlocked.
+async fn race_on_two_brokers(max: i64, half: usize) {
     let db = TestDb::new().await.unwrap();
     let (a, c) = (
         Arc::new(TestBroker::start(&db).await.unwrap()),
         Arc::new(TestBroker::start(&db).await.unwrap()),
     );
     let q = unique("max-race");
-    configure(&a, &q, json!({"maxSize": 50})).await;
+    configure(&a, &q, json!({"maxSize": max})).await;
     let push = |b: &Arc<TestBroker>, task: usize| {
         let (b, q) = (Arc::clone(b), q.clone());
         tokio::spawn(async move {
             let mut queued = 0;
             for i in 0..10 {
-                let items = json!([
-                    item(&q, &format!("p{}", i % 4), &format!("{task}-{i}")),
-                    item(&q, &format!("p{task}"), &format!("{task}-{i}-b"))
-                ]);
+                let items: Vec<Value> = (0..half)
+                    .flat_map(|j| {
+                        [
+                            item(&q, &format!("p{}", i % 4), &format!("{task}-{i}-{j}")),
+                            item(&q, &format!("p{task}"), &format!("{task}-{i}-{j}-b")),
+                        ]
+                    })
+                    .collect();
                 let (s, res) = b.post("/api/v1/push", &json!({"items": items})).await;
                 assert_eq!(s, StatusCode::CREATED, "{res}");
                 queued += res
@@ -388,8 +408,192 @@ async fn concurrent_pushers_on_two_brokers_never_overshoot() {
     for t in tasks {
         queued += t.await.unwrap();
     }
-    assert_eq!(queued, 50, "160 items raced for 50 places");
-    assert_eq!(stored(&db, &q).await, 50);
+    let offered = 8 * 10 * 2 * half;
+    assert_eq!(queued as i64, max, "{offered} items raced for {max} places");
+    assert_eq!(stored(&db, &q).await, max);
+    // pushes that were refused left no empty partition behind (configure
+    // made `Default`)
+    let client = db.client().await.unwrap();
+    let empty: i64 = client
+        .query_one(
+            "SELECT count(*) FROM queen.partitions p JOIN queen.queues q ON q.id = p.queue_id
+             WHERE q.name = $1 AND p.next_offset = 1 AND p.name <> 'Default'",
+            &[&q],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(empty, 0, "partitions made for refused items only");
+    // and none of them deadlocked (a deadlock is retried, so only PostgreSQL
+    // counts it): the brokers stop, their backends exit and report
+    for b in [a, c] {
+        Arc::into_inner(b).expect("the tasks ended").stop().await;
+    }
+    let others = "SELECT count(*) FROM pg_stat_activity
+                  WHERE datname = current_database() AND pid <> pg_backend_pid()";
+    for _ in 0..100 {
+        let n: i64 = client.query_one(others, &[]).await.unwrap().get(0);
+        if n == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let deadlocks: i64 = client
+        .query_one(
+            "SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(deadlocks, 0, "pushes deadlocked");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_optimistic_push_leaves_room_for_what_others_hold_uncommitted() {
+    // A call of 2 000 items holds a slot in a transaction left open, so its
+    // items are not visible yet. The broker's pushes of 1 000 items go the
+    // optimistic way only while what is committed plus their own plus 6 000
+    // (what three other slot holders may add) fits; the third would not, so
+    // it decides, which waits for the open transaction. Counting only what is
+    // visible would store all seven pushes and end 900 over the bound.
+    let (db, b) = setup().await;
+    let q = unique("max-unseen");
+    let max = 8_100;
+    configure(&b, &q, json!({"maxSize": max})).await;
+    let mut holder = db.client().await.unwrap();
+    let queue_id: Uuid = holder
+        .query_one("SELECT id FROM queen.queues WHERE name = $1", &[&q])
+        .await
+        .unwrap()
+        .get(0);
+    let open = holder.transaction().await.unwrap();
+    let held: i64 = open
+        .query_one(
+            "SELECT count(*) FILTER (WHERE status = 'queued')
+             FROM queen.push_bounded(
+                 array_fill($1::uuid, ARRAY[2000]),
+                 array_fill('held'::text, ARRAY[2000]),
+                 ARRAY(SELECT gen_random_uuid() FROM generate_series(1, 2000)),
+                 ARRAY(SELECT 'held-' || i FROM generate_series(1, 2000) i),
+                 array_fill(NULL::uuid, ARRAY[2000]),
+                 array_fill('{}'::text, ARRAY[2000]),
+                 array_fill(NULL::text, ARRAY[2000]),
+                 false, array_fill(true, ARRAY[2000]), false)",
+            &[&queue_id],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(held, 2000, "the open call went the optimistic way");
+    let b = Arc::new(b);
+    let pushes = {
+        let (b, q) = (Arc::clone(&b), q.clone());
+        tokio::spawn(async move {
+            let mut queued = Vec::new();
+            for i in 0..7 {
+                let items: Vec<Value> = (0..1000)
+                    .map(|j| item(&q, "p", &format!("{i}-{j}")))
+                    .collect();
+                let (s, res) = b.post("/api/v1/push", &json!({"items": items})).await;
+                assert_eq!(s, StatusCode::CREATED, "{res}");
+                let n = res
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|r| r["status"] == "queued")
+                    .count();
+                queued.push(n);
+            }
+            queued
+        })
+    };
+    // the first two go ahead, then the third waits however long it takes
+    let start = Instant::now();
+    while stored(&db, &q).await < 2000 && start.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(stored(&db, &q).await, 2000, "two pushes went ahead");
+    assert!(
+        !pushes.is_finished(),
+        "the third push waits for the open call"
+    );
+    open.commit().await.unwrap();
+    let queued = tokio::time::timeout(Duration::from_secs(30), pushes)
+        .await
+        .expect("the pushes go on once the open call committed")
+        .unwrap();
+    assert_eq!(queued, vec![1000, 1000, 1000, 1000, 1000, 1000, 100]);
+    assert_eq!(stored(&db, &q).await, max);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_far_from_the_bound_needs_one_free_slot_of_four() {
+    let (db, b) = setup().await;
+    let q = unique("max-slots");
+    configure(&b, &q, json!({"maxSize": 100_000})).await;
+    // the slots of the queue (queen.push_bounded): advisory locks of classes
+    // 21024-21027 keyed by the queue id's hashtext, here held by the test
+    let holder = db.client().await.unwrap();
+    let key: i32 = holder
+        .query_one(
+            "SELECT hashtext(id::text) FROM queen.queues WHERE name = $1",
+            &[&q],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    for class in 21024..21027 {
+        holder
+            .execute("SELECT pg_advisory_lock($1, $2)", &[&class, &key])
+            .await
+            .unwrap();
+    }
+    // three taken: the push takes the fourth and does not wait
+    let (s, res) = tokio::time::timeout(
+        Duration::from_secs(10),
+        b.post("/api/v1/push", &json!({"items": [item(&q, "p", "a")]})),
+    )
+    .await
+    .expect("a push with a free slot does not wait");
+    assert_eq!(
+        (s, statuses(res.as_array().unwrap())),
+        (StatusCode::CREATED, vec!["queued".to_owned()])
+    );
+    // all four taken: the push gives the optimistic way up and decides,
+    // which waits for every slot
+    holder
+        .execute("SELECT pg_advisory_lock(21027, $1)", &[&key])
+        .await
+        .unwrap();
+    let b = Arc::new(b);
+    let waiting = {
+        let (b, q) = (Arc::clone(&b), q.clone());
+        tokio::spawn(async move {
+            b.post("/api/v1/push", &json!({"items": [item(&q, "p", "b")]}))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the deciding push waits for the slots"
+    );
+    assert_eq!(stored(&db, &q).await, 1);
+    holder
+        .execute("SELECT pg_advisory_unlock_all()", &[])
+        .await
+        .unwrap();
+    let (s, res) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the push goes on once the slots are free")
+        .unwrap();
+    assert_eq!(
+        (s, statuses(res.as_array().unwrap())),
+        (StatusCode::CREATED, vec!["queued".to_owned()])
+    );
+    assert_eq!(stored(&db, &q).await, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -59,6 +59,8 @@ const FUNCTION_FILES: &[FunctionFile] = function_files![
     "claim_partition",
     "pop_queue",
     "push_batch",
+    "queue_backlog",
+    "push_bounded",
     "ack_batch",
     "extend_lease",
     "delete_queue",

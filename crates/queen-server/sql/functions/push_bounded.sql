@@ -1,0 +1,168 @@
+-- queen.push_bounded(...): queen.push_batch for a call where some items are
+-- held to their queue's maxSize (p_bounded marks them; the broker decides
+-- from its cached queue options, and calls without a bounded item go to
+-- queen.push_batch directly and take no step of this). Returns push_batch's
+-- rows plus, per item refused, a row 'full' with the bound (column bound)
+-- and no partition: a refused item takes no room, creates no partition and
+-- stores nothing. A stored transactionId is a duplicate and takes no room.
+-- Items not bounded (spool replays) are always stored and count like the
+-- others. With p_strict an overflow raises instead (P0001, naming the queue,
+-- the bound and the first transactionId refused).
+--
+-- Exact across replicas, and in parallel while a queue is far from its
+-- bound. Each bounded queue has 4 slots, transaction-level advisory locks
+-- (classes 21024-21027, key hashtext of the queue id), held until the call's
+-- transaction ends. Two ways through:
+-- * optimistic (p_decide false: only for a call alone in its transaction,
+--   which the caller can make again; with at most 2 000 items of each
+--   bounded queue): append every item
+--   (push_batch), then take a free slot of each bounded queue without
+--   waiting, then count what the queue holds (queen.queue_backlog, which
+--   sees its own items and every committed push). At most 3 other
+--   optimistic calls hold a slot, each appending at most 2 000 items not
+--   yet visible, so when the count plus 6 000 is within the bound the call
+--   commits: the last call to take a slot has counted every other one as
+--   committed or as a slot holder, so the bound holds. The pushes of a
+--   queue far from its bound run side by side, the slot and the count are
+--   all they add. Otherwise (no free slot, or not that much room) it raises
+--   QB001, undoing everything, and the broker calls again deciding.
+-- * deciding (p_decide true: calls inside a longer transaction, such as
+--   /transaction and timer fires, and the second try of the others): every
+--   partition of the call created and locked (id order), then all 4 slots
+--   of each bounded queue (waiting for the optimistic calls holding them to
+--   commit; partitions before slots, the order the optimistic way takes
+--   too, so the two never deadlock), then fresh bounded items admitted in
+--   array order while the count stays within the bound, the rest refused;
+--   partitions this call created that received nothing are removed again.
+--   Calls deciding on one queue take turns.
+-- Called by: the store's push path (`append_bounded`: the batcher's flights
+-- optimistic first; pushes inside /transaction and timer fires deciding).
+
+CREATE OR REPLACE FUNCTION queen.push_bounded(
+    p_queue_ids      uuid[],
+    p_partitions     text[],
+    p_message_ids    uuid[],
+    p_txn_ids        text[],
+    p_trace_ids      uuid[],
+    p_payloads       text[],
+    p_producer_subs  text[],
+    p_strict         boolean,
+    p_bounded        boolean[],
+    p_decide         boolean
+) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid, bound integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+    -- a bounded queue of the call, its key, bound and items in the call
+    v_q       uuid;
+    v_k       integer;
+    v_bound   integer;
+    -- partitions the deciding step created
+    v_created uuid[];
+    -- positions (1-based) refused by their queue's maxSize, and that bound
+    v_refused integer[];
+    v_bounds  integer[];
+    v_qname   text;
+    -- bounded queues this call could overflow: id, messages held, bound, name
+    v_tight   uuid[];
+    v_held    bigint[];
+    v_max     integer[];
+    v_tnames  text[];
+BEGIN
+    -- optimistic: append, then a free slot and room for what others may add
+    IF NOT p_decide THEN
+        IF EXISTS (SELECT 1 FROM unnest(p_queue_ids, p_bounded) AS t(q, b)
+                   GROUP BY t.q HAVING bool_or(t.b) AND count(*) > 2000) THEN
+            RAISE EXCEPTION 'more than 2000 items of one bounded queue: decide' USING ERRCODE = 'QB001';
+        END IF;
+        RETURN QUERY
+        SELECT a.idx, a.status, a.message_id, a.partition_id, NULL::integer
+        FROM queen.push_batch(p_queue_ids, p_partitions, p_message_ids, p_txn_ids, p_trace_ids,
+                              p_payloads, p_producer_subs, false, NULL) a;
+        FOR v_q, v_k, v_bound IN
+            SELECT q.id, hashtext(q.id::text), q.max_size FROM queen.queues q
+            WHERE q.id IN (SELECT t.q FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b)
+              AND q.max_size > 0
+            ORDER BY 2
+        LOOP
+            IF NOT EXISTS (SELECT 1 FROM generate_series(0, 3) AS s(i)
+                           WHERE pg_try_advisory_xact_lock(21024 + s.i, v_k)) THEN
+                RAISE EXCEPTION 'no free slot: decide' USING ERRCODE = 'QB001';
+            END IF;
+            -- a statement of its own: its snapshot is taken with the slot held
+            IF queen.queue_backlog(v_q) + 3 * 2000 > v_bound THEN
+                RAISE EXCEPTION 'near the bound: decide' USING ERRCODE = 'QB001';
+            END IF;
+        END LOOP;
+        RETURN;
+    END IF;
+
+    -- deciding: partitions created and locked (id order), then every slot
+    WITH made AS (
+        INSERT INTO queen.partitions (id, queue_id, name)
+        SELECT gen_random_uuid(), d.q, d.p
+        FROM (SELECT DISTINCT t.q, t.p FROM unnest(p_queue_ids, p_partitions) AS t(q, p)) d
+        WHERE NOT EXISTS (SELECT 1 FROM queen.partitions pt WHERE pt.queue_id = d.q AND pt.name = d.p)
+        ON CONFLICT (queue_id, name) DO NOTHING
+        RETURNING id
+    )
+    SELECT array_agg(made.id) INTO v_created FROM made;
+    PERFORM 1
+    FROM (SELECT pt.id
+          FROM queen.partitions pt
+          JOIN (SELECT DISTINCT t.q, t.p FROM unnest(p_queue_ids, p_partitions) AS t(q, p)) d
+            ON pt.queue_id = d.q AND pt.name = d.p
+          ORDER BY pt.id
+          FOR UPDATE OF pt) l;
+    PERFORM pg_advisory_xact_lock(21024 + l.i, l.k)
+    FROM (SELECT k.k, s.i
+          FROM (SELECT DISTINCT hashtext(t.q::text) AS k
+                FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b) k,
+               generate_series(0, 3) AS s(i)
+          ORDER BY 1, 2) l;
+    -- the bounded queues this call could take past their bound, with what they hold
+    SELECT array_agg(b.id), array_agg(b.held), array_agg(b.max_size), array_agg(b.name)
+    INTO v_tight, v_held, v_max, v_tnames
+    FROM (SELECT q.id, q.name, q.max_size, queen.queue_backlog(q.id) AS held,
+                 (SELECT count(*) FROM unnest(p_queue_ids) AS u(uq) WHERE u.uq = q.id) AS n
+          FROM queen.queues q
+          WHERE q.id IN (SELECT t.q FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b)
+            AND q.max_size > 0) b
+    WHERE b.held + b.n > b.max_size;
+    -- which items fit: fresh ones in array order while there is room
+    IF v_tight IS NOT NULL THEN
+        WITH ranked AS (
+            SELECT t.i::integer AS i, t.b, bq.name, bq.max_size,
+                   bq.held + row_number() OVER (PARTITION BY t.q ORDER BY t.i) AS fill
+            FROM unnest(p_queue_ids, p_partitions, p_bounded) WITH ORDINALITY AS t(q, p, b, i)
+            JOIN unnest(v_tight, v_held, v_max, v_tnames) AS bq(id, held, max_size, name)
+              ON bq.id = t.q
+            -- a stored transactionId takes no room (one index probe per item)
+            WHERE (SELECT k.message_id FROM queen.message_keys k
+                   WHERE k.partition_id = (SELECT pt.id FROM queen.partitions pt
+                                           WHERE pt.queue_id = t.q AND pt.name = t.p)
+                     AND k.transaction_id = p_txn_ids[t.i]) IS NULL
+        )
+        SELECT array_agg(r.i ORDER BY r.i), array_agg(r.max_size ORDER BY r.i),
+               (array_agg(r.name ORDER BY r.i))[1]
+        INTO v_refused, v_bounds, v_qname
+        FROM ranked r
+        WHERE r.b AND r.fill > r.max_size;
+    END IF;
+    IF p_strict AND v_refused IS NOT NULL THEN
+        RAISE EXCEPTION 'PUSH operation failed: queue % is full (maxSize %): transactionId % does not fit',
+            v_qname, v_bounds[1], p_txn_ids[v_refused[1]] USING ERRCODE = 'P0001';
+    END IF;
+
+    RETURN QUERY
+    SELECT a.idx, a.status, a.message_id, a.partition_id, NULL::integer
+    FROM queen.push_batch(p_queue_ids, p_partitions, p_message_ids, p_txn_ids, p_trace_ids,
+                          p_payloads, p_producer_subs, p_strict, NULL, v_refused) a
+    UNION ALL
+    SELECT r.i, 'full', p_message_ids[r.i], NULL::uuid, r.b
+    FROM unnest(v_refused, v_bounds) AS r(i, b);
+    -- a partition made here for refused items only holds nothing: not kept
+    IF v_created IS NOT NULL THEN
+        DELETE FROM queen.partitions pt WHERE pt.id = ANY (v_created) AND pt.next_offset = 1;
+    END IF;
+END;
+$$;
