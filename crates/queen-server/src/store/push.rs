@@ -167,51 +167,33 @@ async fn push_batch(
     let trace_ids: Vec<Option<Uuid>> = items.iter().map(|m| m.trace_id).collect();
     let payloads: Vec<&str> = items.iter().map(|m| m.payload.as_str()).collect();
     let subs: Vec<Option<&str>> = items.iter().map(|m| m.producer_sub.as_deref()).collect();
+    let mut params: Vec<&(dyn ToSql + Sync)> = vec![
+        &queue_ids,
+        &partitions,
+        &message_ids,
+        &txn_ids,
+        &trace_ids,
+        &payloads,
+        &subs,
+        &strict,
+    ];
     // a call with a bounded item goes to queen.push_bounded; every other
     // call takes no step of the bound
-    let rows = match bounded.filter(|(b, _)| b.contains(&true)) {
+    let bounded = bounded.filter(|(b, _)| b.contains(&true));
+    let sql = match &bounded {
         Some((bounded, decide)) => {
-            let stmt = client
-                .prepare_cached(
-                    "SELECT idx, status, message_id, partition_id, bound
-                     FROM queen.push_bounded($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-                )
-                .await?;
-            let params: [&(dyn ToSql + Sync); 10] = [
-                &queue_ids,
-                &partitions,
-                &message_ids,
-                &txn_ids,
-                &trace_ids,
-                &payloads,
-                &subs,
-                &strict,
-                &bounded,
-                &decide,
-            ];
-            client.query(&stmt, &params).await?
+            params.extend([bounded as &(dyn ToSql + Sync), decide]);
+            "SELECT idx, status, message_id, partition_id, bound
+             FROM queen.push_bounded($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
         }
         None => {
-            let stmt = client
-                .prepare_cached(
-                    "SELECT idx, status, message_id, partition_id, NULL::integer AS bound
-                     FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                )
-                .await?;
-            let params: [&(dyn ToSql + Sync); 9] = [
-                &queue_ids,
-                &partitions,
-                &message_ids,
-                &txn_ids,
-                &trace_ids,
-                &payloads,
-                &subs,
-                &strict,
-                &created_ats,
-            ];
-            client.query(&stmt, &params).await?
+            params.push(&created_ats);
+            "SELECT idx, status, message_id, partition_id, NULL::integer AS bound
+             FROM queen.push_batch($1, $2, $3, $4, $5, $6, $7, $8, $9)"
         }
     };
+    let stmt = client.prepare_cached(sql).await?;
+    let rows = client.query(&stmt, &params).await?;
     let mut out = rows_into(&rows, |r| {
         let idx: i32 = col(r, "idx")?;
         let status: &str = col(r, "status")?;
