@@ -14,6 +14,10 @@
 -- p_skip (NULL for every call but queen.push_bounded's) lists positions
 -- not to append: items refused by their queue's maxSize. They create no
 -- partition and get no row.
+-- The fresh messages of a queue with a maxSize are counted in
+-- queen.queue_fill under p_slot: 4 (the default) for calls holding no slot
+-- of queen.push_bounded, the slot held otherwise; NULL counts nothing (the
+-- optimistic queen.push_bounded counts after taking its slot).
 -- p_created_ats (NULL for every push path but the importer) gives items
 -- their createdAt; each is raised to the partition's newest time and to the
 -- items before it, so createdAt still never moves backwards, and the items
@@ -33,7 +37,8 @@ CREATE OR REPLACE FUNCTION queen.push_batch(
     p_producer_subs  text[],
     p_strict         boolean,
     p_created_ats    timestamptz[],
-    p_skip           integer[] DEFAULT NULL
+    p_skip           integer[] DEFAULT NULL,
+    p_slot           smallint DEFAULT 4
 ) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -123,6 +128,13 @@ BEGIN
         SET next_offset = s.top + 1, last_created_at = s.ca
         FROM (SELECT f.pid, max(f.off) AS top, max(f.ca) AS ca FROM fresh f GROUP BY f.pid) s
         WHERE pt.id = s.pid
+    ), counted AS (
+        INSERT INTO queen.queue_fill (queue_id, slot, pushed)
+        SELECT n.qid, p_slot, n.n
+        FROM (SELECT pa.qid, count(*) AS n FROM fresh f JOIN parts pa ON pa.pid = f.pid
+              WHERE p_slot IS NOT NULL GROUP BY pa.qid) n
+        JOIN queen.queues q ON q.id = n.qid AND q.max_size > 0
+        ON CONFLICT (queue_id, slot) DO UPDATE SET pushed = queen.queue_fill.pushed + excluded.pushed
     )
     SELECT m.i,
            CASE WHEN m.dup_id IS NULL THEN 'queued' ELSE 'duplicate' END,

@@ -15,17 +15,21 @@
 -- transaction ends. Two ways through:
 -- * optimistic (p_decide false: only for a call alone in its transaction,
 --   which the caller can make again; with at most 2 000 items of each
---   bounded queue): append every item
---   (push_batch), then take a free slot of each bounded queue without
---   waiting, then count what the queue holds (queen.queue_backlog, which
---   sees its own items and every committed push). At most 3 other
---   optimistic calls hold a slot, each appending at most 2 000 items not
---   yet visible, so when the count plus 6 000 is within the bound the call
---   commits: the last call to take a slot has counted every other one as
---   committed or as a slot holder, so the bound holds. The pushes of a
---   queue far from its bound run side by side, the slot and the count are
---   all they add. Otherwise (no free slot, or not that much room) it raises
---   QB001, undoing everything, and the broker calls again deciding.
+--   bounded queue): append every item (push_batch), then take a free slot
+--   of each bounded queue without waiting, count this call's fresh messages
+--   under it (queen.queue_fill), and bound what the queue holds: an exact
+--   count kept in a slot's row plus everything appended since (consumption
+--   only lowers it). When that bound is not low enough, count exactly
+--   (queen.queue_backlog, which reads every partition) and keep the count in
+--   this slot's row (never another's, so no call waits for another). At most 3 other optimistic calls hold a slot, each appending at
+--   most 2 000 items not yet visible, so when the bound plus 6 000 is within
+--   maxSize the call commits: the last call to take a slot has counted
+--   every other one as committed or as a slot holder, so the bound holds.
+--   The pushes of a queue far from its bound run side by side and pay a
+--   slot, a counter and a few rows read; an exact count only once per about
+--   (maxSize - 6 000 - what it holds) messages pushed. Otherwise (no free
+--   slot, or not that much room) it raises QB001, undoing everything, and
+--   the broker calls again deciding.
 -- * deciding (p_decide true: calls inside a longer transaction, such as
 --   /transaction and timer fires, and the second try of the others): every
 --   partition of the call created and locked (id order), then all 4 slots
@@ -52,10 +56,20 @@ CREATE OR REPLACE FUNCTION queen.push_bounded(
 ) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid, bound integer)
 LANGUAGE plpgsql AS $$
 DECLARE
-    -- a bounded queue of the call, its key, bound and items in the call
+    -- push_batch's answer in the optimistic way
+    v_idx     integer[];
+    v_status  text[];
+    v_mids    uuid[];
+    v_pids    uuid[];
+    -- a bounded queue of the call: id, key, bound, configuration, the slot
+    -- taken, a bound on what it holds, its counters' sum
     v_q       uuid;
     v_k       integer;
     v_bound   integer;
+    v_version bigint;
+    v_slot    integer;
+    v_upper   bigint;
+    v_sum     bigint;
     -- partitions the deciding step created
     v_created uuid[];
     -- positions (1-based) refused by their queue's maxSize, and that bound
@@ -74,25 +88,53 @@ BEGIN
                    GROUP BY t.q HAVING bool_or(t.b) AND count(*) > 2000) THEN
             RAISE EXCEPTION 'more than 2000 items of one bounded queue: decide' USING ERRCODE = 'QB001';
         END IF;
-        RETURN QUERY
-        SELECT a.idx, a.status, a.message_id, a.partition_id, NULL::integer
+        SELECT array_agg(a.idx), array_agg(a.status), array_agg(a.message_id), array_agg(a.partition_id)
+        INTO v_idx, v_status, v_mids, v_pids
         FROM queen.push_batch(p_queue_ids, p_partitions, p_message_ids, p_txn_ids, p_trace_ids,
-                              p_payloads, p_producer_subs, false, NULL) a;
-        FOR v_q, v_k, v_bound IN
-            SELECT q.id, hashtext(q.id::text), q.max_size FROM queen.queues q
+                              p_payloads, p_producer_subs, false, NULL, NULL, NULL) a;
+        FOR v_q, v_k, v_bound, v_version IN
+            SELECT q.id, hashtext(q.id::text), q.max_size, q.config_version FROM queen.queues q
             WHERE q.id IN (SELECT t.q FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b)
               AND q.max_size > 0
             ORDER BY 2
         LOOP
-            IF NOT EXISTS (SELECT 1 FROM generate_series(0, 3) AS s(i)
-                           WHERE pg_try_advisory_xact_lock(21024 + s.i, v_k)) THEN
+            v_slot := NULL;
+            SELECT s.i INTO v_slot FROM generate_series(0, 3) AS s(i)
+            WHERE pg_try_advisory_xact_lock(21024 + s.i, v_k) LIMIT 1;
+            IF v_slot IS NULL THEN
                 RAISE EXCEPTION 'no free slot: decide' USING ERRCODE = 'QB001';
             END IF;
-            -- a statement of its own: its snapshot is taken with the slot held
-            IF queen.queue_backlog(v_q) + 3 * 2000 > v_bound THEN
-                RAISE EXCEPTION 'near the bound: decide' USING ERRCODE = 'QB001';
+            -- this call's fresh messages of the queue, counted under its slot
+            INSERT INTO queen.queue_fill (queue_id, slot, pushed)
+            SELECT v_q, v_slot, count(*)
+            FROM unnest(v_idx, v_status) AS u(i, s)
+            WHERE u.s = 'queued' AND p_queue_ids[u.i] = v_q
+            ON CONFLICT (queue_id, slot) DO UPDATE SET pushed = queen.queue_fill.pushed + excluded.pushed;
+            -- statements of their own from here: snapshots taken with the slot held.
+            -- What the queue holds is at most an exact count taken earlier
+            -- plus what was appended since (consumption only lowers it); each
+            -- slot keeps its own last count, the lowest bound is taken.
+            SELECT min(b.base_backlog + t.total - b.base_pushed)
+            INTO v_upper
+            FROM queen.queue_fill b,
+                 (SELECT sum(f.pushed) AS total FROM queen.queue_fill f WHERE f.queue_id = v_q) t
+            WHERE b.queue_id = v_q AND b.base_version = v_version;
+            IF v_upper IS NULL OR v_upper + 3 * 2000 > v_bound THEN
+                -- count exactly, with the counters at the same snapshot, and
+                -- keep both in this slot's row for the next calls
+                SELECT queen.queue_backlog(v_q),
+                       coalesce((SELECT sum(f.pushed) FROM queen.queue_fill f WHERE f.queue_id = v_q), 0)
+                INTO v_upper, v_sum;
+                UPDATE queen.queue_fill
+                SET base_version = v_version, base_backlog = v_upper, base_pushed = v_sum
+                WHERE queue_id = v_q AND slot = v_slot;
+                IF v_upper + 3 * 2000 > v_bound THEN
+                    RAISE EXCEPTION 'near the bound: decide' USING ERRCODE = 'QB001';
+                END IF;
             END IF;
         END LOOP;
+        RETURN QUERY SELECT u.i, u.s, u.m, u.p, NULL::integer
+                     FROM unnest(v_idx, v_status, v_mids, v_pids) AS u(i, s, m, p);
         RETURN;
     END IF;
 
@@ -156,7 +198,7 @@ BEGIN
     RETURN QUERY
     SELECT a.idx, a.status, a.message_id, a.partition_id, NULL::integer
     FROM queen.push_batch(p_queue_ids, p_partitions, p_message_ids, p_txn_ids, p_trace_ids,
-                          p_payloads, p_producer_subs, p_strict, NULL, v_refused) a
+                          p_payloads, p_producer_subs, p_strict, NULL, v_refused, 0::smallint) a
     UNION ALL
     SELECT r.i, 'full', p_message_ids[r.i], NULL::uuid, r.b
     FROM unnest(v_refused, v_bounds) AS r(i, b);
