@@ -13,12 +13,13 @@
 //! `docs/benchmarks.md` ("Group commit") has the measurements behind the numbers.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 
 use deadpool_postgres::Object;
 use tokio::sync::{mpsc, oneshot};
 
 use super::op::{with_op, Db, DbOp};
-use super::push::{append_bounded, append_with, fold_repeats};
+use super::push::{append_bounded, append_with, fold_repeats, NearBound};
 use super::{AppendOutcome, AppendStatus, NewMessage, StoreError};
 
 /// Most messages one shared transaction carries.
@@ -92,6 +93,8 @@ impl Batcher {
 struct Slot {
     pin: bool,
     conn: Option<Object>,
+    /// Shared by the slots: bounded queues whose pushes decide at once.
+    near: Arc<NearBound>,
 }
 
 /// Requests waiting for a flight, and how many messages they hold.
@@ -137,12 +140,14 @@ impl Waiting {
 
 async fn run(mut rx: mpsc::Receiver<Job>, db: Db) {
     let pinned = (db.pool().status().max_size / 4).min(MAX_INFLIGHT);
+    let near = Arc::new(NearBound::default());
     // a stack: the pinned slots on top, so a lone flight keeps its connection
     let mut free: Vec<Slot> = (0..MAX_INFLIGHT)
         .rev()
         .map(|i| Slot {
             pin: i < pinned,
             conn: None,
+            near: Arc::clone(&near),
         })
         .collect();
     let (done_tx, mut done_rx) = mpsc::channel::<Slot>(MAX_INFLIGHT);
@@ -201,11 +206,12 @@ async fn one_call(
     items: &[NewMessage],
     bounded: &[bool],
 ) -> Result<Vec<AppendOutcome>, StoreError> {
+    let near = Arc::clone(&slot.near);
     let result = with_op!(*db, DbOp::Push, slot = &mut slot.conn, |client| {
         if bounded.is_empty() {
             append_with(&*client, items, false).await
         } else {
-            append_bounded(&*client, items, false, bounded, true).await
+            append_bounded(&*client, items, false, bounded, Some(&near)).await
         }
     });
     if items.iter().map(|m| m.payload.len()).sum::<usize>() > BIG_CALL_BYTES {

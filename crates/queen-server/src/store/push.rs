@@ -3,6 +3,8 @@
 //! transaction through the batcher (`batcher.rs`).
 
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use deadpool_postgres::GenericClient;
@@ -114,21 +116,31 @@ pub(super) async fn append_with(
 /// queue's `maxSize` (set from the queue's options when they have one); a
 /// call with a bounded item is `queen.push_bounded`'s, one without runs no
 /// step of the bound. A refused item comes back [`AppendStatus::Full`].
-/// `alone`: the call is its own transaction (a flight), so it goes the
+/// `alone`: the call is its own transaction (a flight), so it may go the
 /// optimistic way first and, when that gives up (SQLSTATE `QB001`, nothing
-/// written), is made again deciding; calls inside a longer transaction
-/// decide at once.
+/// written), be made again deciding; with `None` (calls inside a longer
+/// transaction) it decides at once. A call with a queue in [`NearBound`]
+/// decides at once too.
 pub(super) async fn append_bounded(
     client: &impl GenericClient,
     items: &[NewMessage],
     strict: bool,
     bounded: &[bool],
-    alone: bool,
+    alone: Option<&NearBound>,
 ) -> Result<Vec<AppendOutcome>, StoreError> {
     debug_assert_eq!(items.len(), bounded.len());
-    if alone {
+    let queues = || {
+        items
+            .iter()
+            .zip(bounded)
+            .filter(|(_, &b)| b)
+            .map(|(m, _)| m.queue_id)
+    };
+    if let Some(near) = alone.filter(|near| !near.any(queues())) {
         match push_batch(client, items, strict, None, Some((bounded, false))).await {
-            Err(StoreError::Other(e)) if e.code().is_some_and(|c| c.code() == GAVE_UP) => {}
+            Err(StoreError::Other(e)) if e.code().is_some_and(|c| c.code() == GAVE_UP) => {
+                near.mark(queues());
+            }
             other => return other,
         }
     }
@@ -137,6 +149,31 @@ pub(super) async fn append_bounded(
 
 /// SQLSTATE of `queen.push_bounded` giving the optimistic way up.
 const GAVE_UP: &str = "QB001";
+
+/// How long a queue whose optimistic push gave up has its pushes decide at
+/// once.
+const NEAR_BOUND_FOR: Duration = Duration::from_secs(1);
+
+/// Bounded queues whose optimistic push gave up lately (near their bound,
+/// or no slot free): for [`NEAR_BOUND_FOR`] their pushes decide at once, so
+/// a queue at its bound does not have each push appended twice (and each
+/// give-up logged as an error by PostgreSQL).
+#[derive(Debug, Default)]
+pub(super) struct NearBound(Mutex<HashMap<Uuid, Instant>>);
+
+impl NearBound {
+    fn any(&self, mut queues: impl Iterator<Item = Uuid>) -> bool {
+        let mut near = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        near.retain(|_, at| at.elapsed() < NEAR_BOUND_FOR);
+        queues.any(|q| near.contains_key(&q))
+    }
+
+    fn mark(&self, queues: impl Iterator<Item = Uuid>) {
+        let mut near = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        near.extend(queues.map(|q| (q, now)));
+    }
+}
 
 /// [`append_with`] with the createdAt of each item (the importer's messages
 /// keep the source's times); `queen.push_batch` raises a time that would
@@ -216,6 +253,23 @@ async fn push_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_queue_that_gave_up_decides_at_once_for_a_while() {
+        let near = NearBound::default();
+        let (q1, q2) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        assert!(!near.any([q1, q2].into_iter()));
+        near.mark([q1].into_iter());
+        assert!(near.any([q2, q1].into_iter()));
+        assert!(!near.any([q2].into_iter()));
+        // an old mark is forgotten
+        near.0
+            .lock()
+            .unwrap()
+            .insert(q2, Instant::now() - NEAR_BOUND_FOR);
+        assert!(!near.any([q2].into_iter()));
+        assert!(!near.0.lock().unwrap().contains_key(&q2));
+    }
 
     #[test]
     fn repeats_point_at_their_first_occurrence() {

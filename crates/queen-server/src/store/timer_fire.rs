@@ -187,8 +187,7 @@ async fn append(client: &impl GenericClient, t: &DueTimer, txn: &str) -> Result<
     };
     // a queue at its maxSize refuses the fire: a permanent failure (fire_one)
     let bounded = [row.options.max_size > 0];
-    let outcome =
-        append_bounded(client, std::slice::from_ref(&msg), false, &bounded, false).await?;
+    let outcome = append_bounded(client, std::slice::from_ref(&msg), false, &bounded, None).await?;
     match outcome.first().map(|o| o.status) {
         Some(AppendStatus::Full(max_size)) => {
             Err(StoreError::rejected(full_queue_error(&t.queue, max_size)))

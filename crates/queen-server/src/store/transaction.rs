@@ -182,7 +182,7 @@ async fn push_run<'a>(
         bounded.push(bound);
     }
     if bounded.contains(&true) {
-        append_bounded(tx, &messages, true, &bounded, false).await
+        append_bounded(tx, &messages, true, &bounded, None).await
     } else {
         append_with(tx, &messages, true).await
     }
