@@ -52,6 +52,16 @@ fn item(queue: &str, partition: &str, txn: &str) -> Value {
     json!({"queue": queue, "partition": partition, "payload": {"t": txn}, "transactionId": txn})
 }
 
+/// Pushes `items` (answered 201); how many were stored.
+async fn push_queued(b: &TestBroker, items: Vec<Value>) -> usize {
+    let (s, res) = b.post("/api/v1/push", &json!({"items": items})).await;
+    assert_eq!(s, StatusCode::CREATED, "{res}");
+    statuses(res.as_array().unwrap())
+        .iter()
+        .filter(|s| *s == "queued")
+        .count()
+}
+
 fn statuses(results: &[Value]) -> Vec<String> {
     results
         .iter()
@@ -389,14 +399,7 @@ async fn race_on_two_brokers(max: i64, half: usize) {
                         ]
                     })
                     .collect();
-                let (s, res) = b.post("/api/v1/push", &json!({"items": items})).await;
-                assert_eq!(s, StatusCode::CREATED, "{res}");
-                queued += res
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|r| r["status"] == "queued")
-                    .count();
+                queued += push_queued(&b, items).await;
             }
             queued
         })
@@ -495,15 +498,7 @@ async fn an_optimistic_push_leaves_room_for_what_others_hold_uncommitted() {
                 let items: Vec<Value> = (0..1000)
                     .map(|j| item(&q, "p", &format!("{i}-{j}")))
                     .collect();
-                let (s, res) = b.post("/api/v1/push", &json!({"items": items})).await;
-                assert_eq!(s, StatusCode::CREATED, "{res}");
-                let n = res
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .filter(|r| r["status"] == "queued")
-                    .count();
-                queued.push(n);
+                queued.push(push_queued(&b, items).await);
             }
             queued
         })
@@ -542,16 +537,7 @@ async fn appends_that_hold_no_slot_count_toward_the_bound() {
         let items: Vec<Value> = (0..1000)
             .map(|j| item(&q, "p", &format!("{i}-{j}")))
             .collect();
-        let b = &b;
-        async move {
-            let (s, res) = b.post("/api/v1/push", &json!({"items": items})).await;
-            assert_eq!(s, StatusCode::CREATED, "{res}");
-            res.as_array()
-                .unwrap()
-                .iter()
-                .filter(|r| r["status"] == "queued")
-                .count()
-        }
+        push_queued(&b, items)
     };
     assert_eq!(push(0).await, 1000);
     let client = db.client().await.unwrap();
