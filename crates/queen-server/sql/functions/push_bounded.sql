@@ -56,6 +56,8 @@ CREATE OR REPLACE FUNCTION queen.push_bounded(
 ) RETURNS TABLE (idx integer, status text, message_id uuid, partition_id uuid, bound integer)
 LANGUAGE plpgsql AS $$
 DECLARE
+    -- the queues with a bounded item in the call
+    v_bqs     uuid[];
     -- push_batch's answer in the optimistic way
     v_idx     integer[];
     v_status  text[];
@@ -82,6 +84,7 @@ DECLARE
     v_max     integer[];
     v_tnames  text[];
 BEGIN
+    SELECT array_agg(DISTINCT t.q) INTO v_bqs FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b;
     -- optimistic: append, then a free slot and room for what others may add
     IF NOT p_decide THEN
         IF EXISTS (SELECT 1 FROM unnest(p_queue_ids, p_bounded) AS t(q, b)
@@ -94,8 +97,7 @@ BEGIN
                               p_payloads, p_producer_subs, false, NULL, NULL, NULL) a;
         FOR v_q, v_k, v_bound, v_version IN
             SELECT q.id, hashtext(q.id::text), q.max_size, q.config_version FROM queen.queues q
-            WHERE q.id IN (SELECT t.q FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b)
-              AND q.max_size > 0
+            WHERE q.id = ANY (v_bqs) AND q.max_size > 0
             ORDER BY 2
         LOOP
             v_slot := NULL;
@@ -157,8 +159,7 @@ BEGIN
           FOR UPDATE OF pt) l;
     PERFORM pg_advisory_xact_lock(21024 + l.i, l.k)
     FROM (SELECT k.k, s.i
-          FROM (SELECT DISTINCT hashtext(t.q::text) AS k
-                FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b) k,
+          FROM (SELECT DISTINCT hashtext(b.q::text) AS k FROM unnest(v_bqs) AS b(q)) k,
                generate_series(0, 3) AS s(i)
           ORDER BY 1, 2) l;
     -- the bounded queues this call could take past their bound, with what they hold
@@ -167,8 +168,7 @@ BEGIN
     FROM (SELECT q.id, q.name, q.max_size, queen.queue_backlog(q.id) AS held,
                  (SELECT count(*) FROM unnest(p_queue_ids) AS u(uq) WHERE u.uq = q.id) AS n
           FROM queen.queues q
-          WHERE q.id IN (SELECT t.q FROM unnest(p_queue_ids, p_bounded) AS t(q, b) WHERE t.b)
-            AND q.max_size > 0) b
+          WHERE q.id = ANY (v_bqs) AND q.max_size > 0) b
     WHERE b.held + b.n > b.max_size;
     -- which items fit: fresh ones in array order while there is room
     IF v_tight IS NOT NULL THEN
